@@ -1,0 +1,36 @@
+# cbench: `make demo` runs the main job on the embedded local hub; `make test` runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-slow test-all bench clean
+
+setup: $(STAMP)
+
+# torch==2.13.0 is installed first and on its own: that CPU build lies on this
+# machine's disk, and pinning it before the rest keeps pip from pulling a CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[build,hub,test]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/cbench demo
+
+test: setup
+	$(PY) -m pytest
+
+test-slow: setup
+	$(PY) -m pytest -m slow
+
+test-all: setup
+	$(PY) -m pytest -m ''
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

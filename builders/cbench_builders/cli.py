@@ -1,0 +1,36 @@
+"""``cbench build ...``: the builders' commands, plugged into the client's CLI by entry point.
+
+Each subcommand lives in the module named below so builders of different artifacts do not
+share a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+SUBCOMMANDS = {
+    "tracr": "cbench_builders.tracr_build:build_tracr_cmd",
+    "datasets": "cbench_builders.datasets_build:build_datasets_cmd",
+    "siit": "cbench_builders.siit_build:build_siit_cmd",
+    "release": "cbench_builders.release:build_release_cmd",
+}
+
+
+class _LazyBuild(click.Group):
+    def list_commands(self, ctx):
+        return sorted(n for n, t in SUBCOMMANDS.items() if importlib.util.find_spec(t.split(":")[0]))
+
+    def get_command(self, ctx, name):
+        target = SUBCOMMANDS.get(name)
+        if not target or not importlib.util.find_spec(target.split(":")[0]):
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=_LazyBuild)
+def build():
+    """Build artifacts from the case specifications in model_zoo/."""

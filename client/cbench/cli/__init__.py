@@ -1,0 +1,120 @@
+"""The ``cbench`` command line.
+
+Commands are loaded lazily (``cbench info`` must answer fast, without importing torch), each
+from the module named in ``COMMANDS``; ``cbench build`` comes from the builders through the
+``cbench.commands`` entry point, so the client never imports the builders by name.
+
+Every :class:`~cbench.errors.CbenchError` becomes one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from importlib import metadata
+
+import click
+
+from cbench.errors import CbenchError
+
+# command name -> "module:attribute"; each module holds one family of commands
+COMMANDS = {
+    "validate": "cbench.cli.validate_cmd:validate",
+    "publish": "cbench.cli.hub_cmds:publish",
+    "hub": "cbench.cli.hub_cmds:hub",
+    "pull": "cbench.cli.hub_cmds:pull",
+    "list": "cbench.cli.hub_cmds:list_cmd",
+    "info": "cbench.cli.hub_cmds:info",
+    "import-interpbench": "cbench.cli.hub_cmds:import_interpbench",
+    "ablate": "cbench.cli.discovery_cmds:ablate",
+    "discover": "cbench.cli.discovery_cmds:discover",
+    "score": "cbench.cli.scoring_cmds:score",
+    "evaluate": "cbench.cli.scoring_cmds:evaluate",
+    "test-circuit": "cbench.cli.scoring_cmds:test_circuit",
+    "adversarial": "cbench.cli.scoring_cmds:adversarial",
+    "bench": "cbench.cli.scoring_cmds:bench",
+    "demo": "cbench.cli.demo_cmd:demo",
+}
+
+
+def _plugin_commands() -> dict[str, metadata.EntryPoint]:
+    try:
+        eps = metadata.entry_points(group="cbench.commands")
+    except Exception:  # pragma: no cover - broken metadata
+        return {}
+    return {ep.name: ep for ep in eps}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        names = set(super().list_commands(ctx))
+        names |= {n for n, target in COMMANDS.items() if _module_exists(target)}
+        names |= set(_plugin_commands())
+        return sorted(names)
+
+    def get_command(self, ctx, name):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            return cmd
+        if name in COMMANDS and _module_exists(COMMANDS[name]):
+            module, attr = COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        ep = _plugin_commands().get(name)
+        if ep is not None:
+            try:
+                return ep.load()
+            except ImportError as exc:
+                raise click.UsageError(
+                    f"`cbench {name}` needs the builders' dependencies ({exc.name or exc}); "
+                    "install them with: pip install -e '.[build]'") from None
+        return None
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as exc:
+            if args and not args[0].startswith("-"):
+                from cbench.errors import did_you_mean
+
+                raise click.UsageError(f"no command {args[0]!r}" + did_you_mean(args[0], self.list_commands(ctx))
+                                       + "; see `cbench --help`") from None
+            raise exc
+
+
+def _module_exists(target: str) -> bool:
+    module = target.split(":")[0]
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="cbench", prog_name="cbench")
+def cli():
+    """cbench: mechanistic-interpretability benchmark artifacts with known circuits."""
+
+
+def main(argv=None) -> int:
+    """Entry point: run the CLI, turning every cbench error into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="cbench", standalone_mode=False)
+        return 0
+    except CbenchError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
