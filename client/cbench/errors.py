@@ -43,6 +43,10 @@ class HashMismatchError(ArtifactError):
     """A file's sha256 differs from the one its manifest records."""
 
 
+class ArtifactSchemaError(ArtifactError, SchemaError):
+    """A JSON file of an artifact violates its schema (both an ArtifactError and a SchemaError)."""
+
+
 class GraphError(CbenchError):
     """An edge or node name does not exist in a model's graph, or a mask has the wrong shape."""
 

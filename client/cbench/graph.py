@@ -19,6 +19,7 @@ from it: each head's q, k and v input, each MLP input, the logits). An edge is o
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -99,7 +100,17 @@ class Graph:
         """From a HookedTransformerConfig, its JSON dict, or an MIB graph ``cfg`` dict."""
         get = cfg.get if isinstance(cfg, Mapping) else (lambda k, d=None: getattr(cfg, k, d))
         has_mlp = not bool(get("attn_only", False))
-        return cls(int(get("n_layers")), int(get("n_heads")), has_mlp=has_mlp,
+
+        def whole(key):  # ints (numpy ints too); not None, strings, floats or booleans
+            value = get(key)
+            try:
+                if isinstance(value, bool):
+                    raise TypeError
+                return operator.index(value)
+            except TypeError:
+                raise GraphError(f"a model config needs a whole number {key!r} (got {value!r})") from None
+
+        return cls(whole("n_layers"), whole("n_heads"), has_mlp=has_mlp,
                    parallel_attn_mlp=bool(get("parallel_attn_mlp", False)))
 
     def _build(self) -> None:
