@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from importlib import metadata
 
 import click
 
@@ -38,7 +37,9 @@ COMMANDS = {
 }
 
 
-def _plugin_commands() -> dict[str, metadata.EntryPoint]:
+def _plugin_commands() -> dict:
+    from importlib import metadata
+
     try:
         eps = metadata.entry_points(group="cbench.commands")
     except Exception:  # pragma: no cover - broken metadata

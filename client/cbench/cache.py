@@ -1,0 +1,257 @@
+"""The client's cache: verified snapshots in Hugging Face cache layout, and an index of them.
+
+``$CBENCH_HOME/cache`` (default ``~/.cache/cbench/cache``) is an ordinary ``huggingface_hub``
+cache directory (``models--cbench--case-3/snapshots/<sha>/...``), so ``snapshot_download(...,
+cache_dir=..., local_files_only=True)`` reads it too. cbench adds, under ``.cbench/``:
+
+* ``index.json``: per repository, the tags resolved so far (tag -> sha) and the snapshots that
+  were **verified and completed**. A snapshot is usable only if listed here: the entry is the
+  completion marker, written last, after the files were verified and moved in place;
+* ``staging/``: every download happens in a private staging cache first; it is verified there
+  and only then merged into the cache (blobs first, then the snapshot directory with one
+  rename). A download that fails verification, or is killed, never touches the cache proper;
+  stale staging directories (their process gone) are removed by the next pull;
+* ``locks/``: one file lock per repository, so concurrent pulls of one case take turns (the
+  second finds the snapshot complete and returns it).
+
+Imports only the standard library (and ``filelock`` when writing), so offline ``cbench info``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from cbench.hub import RepoRef, cbench_home, sort_versions
+
+INDEX_FORMAT = 1
+
+
+def default_cache_dir() -> Path:
+    return cbench_home() / "cache"
+
+
+@dataclass
+class Snapshot:
+    """A verified snapshot of one repository at one commit."""
+
+    repo_id: str
+    repo_type: str
+    sha: str
+    path: Path
+    tag: str | None = None
+    files: int = 0
+    size: int = 0
+    from_cache: bool = True
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ref(self) -> RepoRef:
+        return RepoRef(self.repo_id, self.repo_type)
+
+    def to_dict(self) -> dict:
+        return {"repo": self.repo_id, "type": self.repo_type, "version": self.tag, "sha": self.sha,
+                "path": str(self.path), "files": self.files, "size": self.size, "from_cache": self.from_cache}
+
+
+def repo_folder_name(ref: RepoRef) -> str:
+    """huggingface_hub's cache folder name: ``models--org--name``."""
+    return f"{ref.repo_type}s--" + ref.repo_id.replace("/", "--")
+
+
+class Cache:
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root).expanduser() if root is not None else default_cache_dir()
+        self.meta = self.root / ".cbench"
+
+    # -------------------------------------------------------------- paths
+    def repo_dir(self, ref: RepoRef) -> Path:
+        return self.root / repo_folder_name(ref)
+
+    def snapshot_dir(self, ref: RepoRef, sha: str) -> Path:
+        return self.repo_dir(ref) / "snapshots" / sha
+
+    @property
+    def index_path(self) -> Path:
+        return self.meta / "index.json"
+
+    # -------------------------------------------------------------- index
+    def read_index(self) -> dict:
+        try:
+            data = json.loads(self.index_path.read_text())
+            if isinstance(data, dict) and data.get("format") == INDEX_FORMAT:
+                return data
+        except (OSError, ValueError):
+            pass
+        return {"format": INDEX_FORMAT, "repos": {}}
+
+    @contextmanager
+    def _index_update(self) -> Iterator[dict]:
+        from filelock import FileLock
+
+        self.meta.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.meta / "index.lock")):
+            data = self.read_index()
+            yield data
+            tmp = self.index_path.with_name(f"index.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, self.index_path)
+
+    def entry(self, ref: RepoRef) -> dict:
+        return self.read_index()["repos"].get(ref.key, {})
+
+    def record_tags(self, ref: RepoRef, tags: dict[str, str]) -> None:
+        """Remember what the hub said the tags are (so offline answers use the same revisions)."""
+        if not tags:
+            return
+        known = self.entry(ref).get("tags", {})
+        if all(known.get(t) == sha for t, sha in tags.items()):
+            return  # nothing new: no lock, no write (keeps cached `cbench info` fast)
+        with self._index_update() as data:
+            e = data["repos"].setdefault(ref.key, {"tags": {}, "snapshots": {}})
+            e["tags"].update(tags)
+
+    def mark_complete(self, snap: Snapshot) -> None:
+        """The completion marker: written last, after verification and the move into place."""
+        with self._index_update() as data:
+            e = data["repos"].setdefault(snap.ref.key, {"tags": {}, "snapshots": {}})
+            e["snapshots"][snap.sha] = {"files": snap.files, "size": snap.size, "tag": snap.tag,
+                                        "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if snap.tag:
+                e["tags"][snap.tag] = snap.sha
+            e["last"] = snap.sha
+
+    def forget(self, ref: RepoRef, sha: str) -> None:
+        with self._index_update() as data:
+            e = data["repos"].get(ref.key)
+            if e:
+                e["snapshots"].pop(sha, None)
+
+    # -------------------------------------------------------------- look-ups
+    def is_complete(self, ref: RepoRef, sha: str) -> bool:
+        return sha in self.entry(ref).get("snapshots", {}) and self.snapshot_dir(ref, sha).is_dir()
+
+    def cached_repos(self, repo_type: str | None = None) -> list[RepoRef]:
+        out = []
+        for key, e in self.read_index()["repos"].items():
+            rtype, repo_id = key.split(":", 1)
+            if (repo_type is None or rtype == repo_type) and e.get("snapshots"):
+                out.append(RepoRef(repo_id, rtype))
+        return sorted(out, key=lambda r: r.key)
+
+    def snapshot(self, ref: RepoRef, sha: str) -> Snapshot | None:
+        e = self.entry(ref)
+        info = e.get("snapshots", {}).get(sha)
+        if info is None or not self.snapshot_dir(ref, sha).is_dir():
+            return None
+        tag = info.get("tag") or next((t for t, s in sorted(e.get("tags", {}).items()) if s == sha), None)
+        return Snapshot(ref.repo_id, ref.repo_type, sha, self.snapshot_dir(ref, sha), tag,
+                        info.get("files", 0), info.get("size", 0), True)
+
+    def resolve_offline(self, ref: RepoRef, revision: str | None) -> Snapshot | None:
+        """The cached snapshot for a revision: a tag (as last resolved online), a sha, or (None)
+        the newest cached version (else the last pulled snapshot)."""
+        e = self.entry(ref)
+        snaps = e.get("snapshots", {})
+        tags = e.get("tags", {})
+        if revision is None:
+            cached_tags = [t for t in sort_versions(tags) if tags[t] in snaps]
+            sha = tags[cached_tags[-1]] if cached_tags else e.get("last")
+        elif revision in tags:
+            sha = tags[revision]
+        else:
+            sha = revision
+        return self.snapshot(ref, sha) if sha else None
+
+    def cached_versions(self, ref: RepoRef) -> list[str]:
+        e = self.entry(ref)
+        return [t for t in sort_versions(e.get("tags", {})) if e["tags"][t] in e.get("snapshots", {})]
+
+    # -------------------------------------------------------------- writing
+    @contextmanager
+    def repo_lock(self, ref: RepoRef) -> Iterator[None]:
+        from filelock import FileLock
+
+        d = self.meta / "locks"
+        d.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(d / (repo_folder_name(ref) + ".lock"))):
+            yield
+
+    @contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A private huggingface_hub cache directory for one download; removed on exit."""
+        base = self.meta / "staging"
+        base.mkdir(parents=True, exist_ok=True)
+        self.clean_stale_staging()
+        path = base / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        path.mkdir()
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def clean_stale_staging(self) -> None:
+        base = self.meta / "staging"
+        if not base.is_dir():
+            return
+        for d in base.iterdir():
+            try:
+                pid = int(d.name.split("-", 1)[0])
+            except ValueError:
+                pid = -1
+            if pid != os.getpid() and not _alive(pid):
+                shutil.rmtree(d, ignore_errors=True)
+
+    def merge(self, staging: Path, ref: RepoRef, sha: str) -> Path:
+        """Move a verified snapshot from ``staging`` into the cache (blobs, tree listing, then the
+        snapshot directory in one rename); return its final path. Call under :meth:`repo_lock`."""
+        src_repo = staging / repo_folder_name(ref)
+        dst_repo = self.repo_dir(ref)
+        for sub in ("blobs", "trees", "snapshots", "refs"):
+            (dst_repo / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "CACHEDIR.TAG").exists() or _copy_if_exists(staging / "CACHEDIR.TAG", self.root / "CACHEDIR.TAG")
+        for blob in (src_repo / "blobs").iterdir() if (src_repo / "blobs").is_dir() else ():
+            target = dst_repo / "blobs" / blob.name
+            if not target.exists():
+                os.replace(blob, target)
+        tree = src_repo / "trees" / f"{sha}.json"
+        if tree.exists():
+            os.replace(tree, dst_repo / "trees" / f"{sha}.json")
+        final = dst_repo / "snapshots" / sha
+        if final.exists():  # left by a pull killed after the move, before the marker: replace it
+            shutil.rmtree(final)
+        os.replace(src_repo / "snapshots" / sha, final)
+        return final
+
+    def remove_snapshot(self, ref: RepoRef, sha: str) -> None:
+        """Drop a snapshot (and the repo folder if nothing else is left in it)."""
+        shutil.rmtree(self.snapshot_dir(ref, sha), ignore_errors=True)
+        repo = self.repo_dir(ref)
+        snaps = repo / "snapshots"
+        if snaps.is_dir() and not any(snaps.iterdir()):
+            shutil.rmtree(repo, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _copy_if_exists(src: Path, dst: Path) -> None:
+    if src.exists():
+        shutil.copyfile(src, dst)

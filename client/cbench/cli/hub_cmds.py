@@ -1,0 +1,285 @@
+"""Hub commands: ``publish``, ``hub serve``, ``pull``, ``list``, ``info``, ``import-interpbench``.
+
+Every failure is a :class:`~cbench.errors.CbenchError` (one line, non-zero exit). ``info`` of a
+cached case imports neither torch, TransformerLens nor datasets: it reads JSON from the snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+
+_type_option = click.option("--type", "repo_type", type=click.Choice(["model", "dataset"]), default="model",
+                            show_default=True, help="repository type")
+_endpoint_option = click.option("--endpoint", default=None, metavar="URL",
+                                help="a Hugging Face-compatible server to talk to (env CBENCH_ENDPOINT)")
+_hub_option = click.option("--hub", "hub_dir", default=None, metavar="DIR",
+                           help="a hub directory to use instead of the default per-user hub (env CBENCH_HUB)")
+
+
+def _echo_json(doc) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _read_json_file(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} bytes"  # pragma: no cover
+
+
+def _card_summary(readme: str | None) -> str | None:
+    """The first paragraph of a card's body (front matter and headings skipped)."""
+    if not readme:
+        return None
+    text = re.sub(r"^\s*---\n.*?\n---\s*\n", "", readme, count=1, flags=re.S)
+    for para in re.split(r"\n\s*\n", text):
+        lines = [l.strip() for l in para.strip().splitlines() if l.strip() and not l.lstrip().startswith("#")]
+        if lines:
+            return " ".join(lines)
+    return None
+
+
+# ---------------------------------------------------------------------------- publish
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--repo", "repo_id", required=True, metavar="ORG/NAME", help="repository, e.g. cbench/case-3")
+@_type_option
+@click.option("--version", "version", required=True, metavar="vX.Y.Z", help="the version tag to create")
+@click.option("--hub", "hub", default=None, metavar="DIR|URL",
+              help="hub directory (default: the per-user hub) or an http(s) endpoint (uses HfApi)")
+@click.option("--token", default=None, envvar="HF_TOKEN", help="token for an http(s) hub")
+def publish(directory, repo_id, repo_type, version, hub, token):
+    """Validate DIRECTORY and publish it as VERSION of a hub repository (commit + annotated tag)."""
+    from cbench.hub import publish as do_publish
+
+    result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token)
+    click.echo(result.describe())
+
+
+# ---------------------------------------------------------------------------- hub serve
+@click.group()
+def hub():
+    """Run the local hub server."""
+
+
+@hub.command()
+@click.option("--hub", "hub_dir", default=None, metavar="DIR", help="hub directory (default: the per-user hub)")
+@click.option("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+def serve(hub_dir, port):
+    """Serve a hub directory over the Hugging Face protocol (olah, offline) on 127.0.0.1."""
+    from cbench.hub import default_hub_dir, ensure_seeded
+    from cbench.hub_server import HubServer
+
+    if hub_dir is None:
+        hub_dir = default_hub_dir()
+        ensure_seeded(hub_dir)
+    server = HubServer(hub_dir, port=port, quiet=True)
+    with server:
+        click.echo(f"serving {server.hub_dir} at {server.endpoint} (started in {server.startup_s:.2f} s); "
+                   f"use it with --endpoint {server.endpoint} or HF_ENDPOINT={server.endpoint}; Ctrl-C stops it")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            click.echo("stopped", err=True)
+
+
+# ---------------------------------------------------------------------------- pull / info
+def _note_offline(snap) -> None:
+    reason = snap.extra.get("offline_reason")
+    if reason and not reason.startswith("offline"):
+        click.echo(f"note: {reason}; answering from the cache", err=True)
+
+
+def _snapshot_facts(snap) -> dict:
+    meta = _read_json_file(snap.path / "meta.json") or {}
+    config = _read_json_file(snap.path / "config.json") or {}
+    circuit = _read_json_file(snap.path / "circuit.json") or {}
+    facts = snap.to_dict()
+    facts.update({
+        "case": meta.get("case"), "model_kind": meta.get("model_kind"), "task_type": meta.get("task_type"),
+        "description": meta.get("description"), "metrics": meta.get("metrics"),
+        "dataset_revision": meta.get("dataset_revision"),
+        "max_seq_len": meta.get("max_seq_len"), "input_tokens": meta.get("input_tokens"),
+        "output_classes": meta.get("output_classes"),
+        "model": {k: config.get(k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "d_vocab",
+                                             "d_vocab_out", "n_ctx", "attn_only") if k in config} or None,
+        "circuit_edges": len(circuit.get("edges", [])) if circuit else None,
+        "circuit_nodes": len(circuit.get("nodes", [])) if circuit else None,
+        "granularity": circuit.get("granularity") if circuit else None,
+    })
+    readme = snap.path / "README.md"
+    facts["card_summary"] = _card_summary(readme.read_text(encoding="utf-8", errors="replace")) \
+        if readme.is_file() else None
+    return facts
+
+
+@click.command()
+@click.argument("spec")
+@_type_option
+@_endpoint_option
+@_hub_option
+@click.option("--json", "as_json", is_flag=True, help="print a JSON object")
+def pull(spec, repo_type, endpoint, hub_dir, as_json):
+    """Download SPEC (case-33, tracr-case-3, org/name, with @vX.Y.Z or @<sha>), verify it, cache it.
+
+    Prints what it is and, on the last line, the local path of the snapshot.
+    """
+    from cbench.pull import pull as do_pull
+
+    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir)
+    _note_offline(snap)
+    facts = _snapshot_facts(snap)
+    if as_json:
+        _echo_json(facts)
+        return
+    what = f"case {facts['case']}" if facts.get("case") else snap.repo_type
+    bits = [f"{what} {snap.repo_id} {snap.tag or '(untagged)'}", f"sha {snap.sha}"]
+    if facts.get("task_type"):
+        bits.append(f"task {facts['task_type']}")
+    bits.append(f"{snap.files} files, {_size(snap.size)}")
+    bits.append("from cache" if snap.from_cache else "downloaded and verified")
+    click.echo("; ".join(bits))
+    click.echo(str(snap.path))
+
+
+@click.command()
+@click.argument("spec")
+@_type_option
+@_endpoint_option
+@_hub_option
+@click.option("--json", "as_json", is_flag=True, help="print a JSON object")
+def info(spec, repo_type, endpoint, hub_dir, as_json):
+    """The card summary and metadata of SPEC (pulled first if needed; from the cache offline)."""
+    from cbench.pull import pull as do_pull
+
+    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir)
+    _note_offline(snap)
+    facts = _snapshot_facts(snap)
+    if as_json:
+        _echo_json(facts)
+        return
+    lines = [f"{snap.repo_id} {snap.tag or '(untagged)'}  sha {snap.sha}"]
+    if facts.get("case"):
+        lines.append(f"case: {facts['case']}  kind: {facts.get('model_kind')}  task: {facts.get('task_type')}")
+    if facts.get("description"):
+        lines.append(f"description: {facts['description']}")
+    m = facts.get("model")
+    if m:
+        lines.append(f"model: {m.get('n_layers')} layers x {m.get('n_heads')} heads, d_model {m.get('d_model')}, "
+                     f"d_vocab {m.get('d_vocab')} -> {m.get('d_vocab_out')}, n_ctx {m.get('n_ctx')}"
+                     + (", attention-only" if m.get("attn_only") else ""))
+    if facts.get("circuit_edges") is not None:
+        lines.append(f"circuit: {facts['circuit_edges']} edges, {facts['circuit_nodes']} nodes "
+                     f"({facts.get('granularity')} granularity)")
+    if facts.get("metrics"):
+        lines.append("metrics: " + ", ".join(f"{k} {v}" for k, v in sorted(facts["metrics"].items())))
+    if facts.get("card_summary"):
+        lines.append(f"card: {facts['card_summary']}")
+    lines.append(f"files: {snap.files}, {_size(snap.size)}")
+    lines.append(f"path: {snap.path}")
+    click.echo("\n".join(lines))
+
+
+# ---------------------------------------------------------------------------- list
+@click.command("list")
+@_type_option
+@_endpoint_option
+@_hub_option
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list")
+def list_cmd(repo_type, endpoint, hub_dir, as_json):
+    """Cases (or datasets) with their versions, task type and in-circuit edge count.
+
+    Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
+    """
+    rows = _list_rows(repo_type, endpoint, hub_dir)
+    if as_json:
+        _echo_json(rows)
+        return
+    if not rows:
+        click.echo(f"no {repo_type}s found")
+        return
+    header = ("name", "versions", "task", "circuit edges", "source")
+    table = [header] + [(r["name"], ", ".join(r["versions"]), r.get("task_type") or "-",
+                         "-" if r.get("circuit_edges") is None else str(r["circuit_edges"]), r["source"])
+                        for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
+    from cbench.cache import Cache
+    from cbench.pull import hf_offline, seed_default_hub, select_remote, short_name
+
+    rows: list[dict] = []
+    remote = None if hf_offline() else select_remote(endpoint, hub_dir)
+    if remote is not None and remote.hub_dir is not None:
+        if remote.default:
+            seed_default_hub(remote.hub_dir)
+        hub = remote.hub
+        if hub.exists():
+            for repo_id in hub.repos(repo_type):
+                versions = hub.versions(repo_id, repo_type)
+                row = {"name": short_name(repo_id), "repo": repo_id, "versions": versions,
+                       "newest": versions[-1] if versions else None, "source": "hub"}
+                if versions:
+                    row.update(_doc_facts(lambda f: hub.read_file(repo_id, versions[-1], f, repo_type)))
+                rows.append(row)
+            return rows
+    cache = Cache()
+    for ref in cache.cached_repos(repo_type):
+        versions = cache.cached_versions(ref)
+        snap = cache.resolve_offline(ref, None)
+        row = {"name": short_name(ref.repo_id), "repo": ref.repo_id, "versions": versions,
+               "newest": versions[-1] if versions else None, "source": "cache"}
+        if snap is not None:
+            row.update(_doc_facts(lambda f: (snap.path / f).read_bytes() if (snap.path / f).is_file() else None))
+        rows.append(row)
+    return rows
+
+
+def _doc_facts(read) -> dict:
+    out = {"task_type": None, "circuit_edges": None}
+    for name, key in (("meta.json", "task_type"), ("circuit.json", "circuit_edges")):
+        data = read(name)
+        try:
+            doc = json.loads(data) if data else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            out[key] = doc.get("task_type") if key == "task_type" else len(doc.get("edges") or [])
+    return out
+
+
+# ---------------------------------------------------------------------------- import-interpbench
+@click.command("import-interpbench")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--case", "case_id", required=True, help="the case id, e.g. 3 or 33")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="where to write the cbench artifact (default: ./case-<ID>-interpbench)")
+def import_interpbench(directory, case_id, out_dir):
+    """Convert an original InterpBench case folder (ll_model.pth, ll_model_cfg.pkl, meta.json,
+    edges.pkl) into a validated cbench artifact. Pickles are read through a restricted unpickler."""
+    from cbench.interpbench_import import import_interpbench as do_import
+
+    if out_dir is None:
+        out_dir = Path(f"case-{case_id}-interpbench")
+    art = do_import(directory, case_id, out_dir)
+    n_edges = len((art.circuit or {}).get("edges", []))
+    click.echo(f"imported InterpBench case {case_id} -> {art.path} ({n_edges} circuit edges; validated)")
+
+
+__all__ = ["publish", "hub", "pull", "list_cmd", "info", "import_interpbench"]

@@ -1,0 +1,393 @@
+"""``cbench pull``: resolve a case name and version, download a snapshot, verify it, cache it.
+
+Names: ``case-33`` means ``cbench/case-33`` (the SIIT model) if the hub has it, else
+``cbench/tracr-case-33``; ``tracr-case-3`` and ``<org>/<name>`` are taken as they are; a bare
+``33`` is ``case-33``. A version follows ``@``: ``case-3@v1.0.0`` or ``case-3@<40-hex sha>``;
+without one, the newest version tag. Dataset names work the same way (``counterfactuals`` ->
+``cbench/counterfactuals``).
+
+Where from (:func:`select_remote`): ``--endpoint URL`` / ``CBENCH_ENDPOINT`` talks to that
+Hugging Face-compatible server; otherwise a hub directory (``--hub DIR`` / ``CBENCH_HUB``, default
+the per-user hub, seeded from ``model_zoo/``), for which olah is started on loopback for the
+duration of the download only (names and tags are read from the hub's git repositories
+directly, so an already-cached revision needs no server at all).
+
+Every download goes to a staging cache, is checked there (each file's git blob id against the
+server's tree listing, each file against ``meta.json``'s sha256 manifest, each JSON document
+against its schema) and only then moves into the cache; see :mod:`cbench.cache`. Offline
+(``HF_HUB_OFFLINE=1``, or the hub unreachable) answers come from the cache at the revisions last
+resolved online.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from cbench.cache import Cache, Snapshot
+from cbench.errors import (ArtifactError, CbenchError, HashMismatchError, HubError, HubUnreachableError,
+                           SchemaError, UnknownRepoError, UnknownRevisionError, UsageError, closest)
+from cbench.hub import SHA_RE, Hub, RepoRef, default_hub_dir, ensure_seeded, is_version, sort_versions
+
+DEFAULT_ORG = "cbench"
+_CASE_RE = re.compile(r"^(?:case-)?(\d+[a-z]?)$")
+
+
+def hf_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# ---------------------------------------------------------------------------- names
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``'case-3@v1.0.0'`` -> ``('case-3', 'v1.0.0')``."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise UsageError("give a case or repository name, e.g. case-3, tracr-case-3 or cbench/case-3@v1.0.0")
+    name, _, rev = spec.strip().partition("@")
+    if not name or (_ and not rev):
+        raise UsageError(f"{spec!r}: expected NAME or NAME@VERSION (e.g. case-3@v1.0.0)")
+    return name, (rev or None)
+
+
+def candidates(name: str, repo_type: str = "model") -> list[str]:
+    """Repository ids a name may mean, in the order they are tried."""
+    if "/" in name:
+        return [name]
+    m = _CASE_RE.match(name)
+    if m and repo_type == "model":
+        return [f"{DEFAULT_ORG}/case-{m[1]}", f"{DEFAULT_ORG}/tracr-case-{m[1]}"]
+    return [f"{DEFAULT_ORG}/{name}"]
+
+
+def short_name(repo_id: str) -> str:
+    return repo_id.split("/", 1)[1] if repo_id.startswith(DEFAULT_ORG + "/") else repo_id
+
+
+# ---------------------------------------------------------------------------- where from
+@dataclass
+class Remote:
+    """A hub directory (served by olah on demand) or an endpoint URL."""
+
+    hub_dir: Path | None = None
+    endpoint: str | None = None
+    default: bool = False
+
+    def __str__(self) -> str:
+        return self.endpoint if self.endpoint else f"hub {self.hub_dir}"
+
+    @property
+    def hub(self) -> Hub:
+        return Hub(self.hub_dir)
+
+    def names(self, repo_type: str) -> list[str]:
+        if self.hub_dir is not None and self.hub.exists():
+            return self.hub.repos(repo_type)
+        return []
+
+    def refs(self, ref: RepoRef) -> dict[str, str] | None:
+        """Tag -> sha, or None if the repository does not exist. HubUnreachableError if the hub
+        cannot be asked."""
+        if self.hub_dir is not None:
+            if not self.hub.exists():
+                raise HubUnreachableError(f"hub directory {self.hub_dir} does not exist")
+            return self.hub.refs(ref.repo_id, ref.repo_type) if self.hub.has_repo(ref.repo_id, ref.repo_type) else None
+        api = _hf_api(self.endpoint)
+        try:
+            refs = api.list_repo_refs(ref.repo_id, repo_type=ref.repo_type)
+        except Exception as exc:  # noqa: BLE001 - every failure is mapped below
+            status = _http_status(exc)
+            if status in (401, 404):  # olah answers 401 (or 404 on /refs) for a missing repository
+                return None
+            if status is not None:
+                raise HubError(f"{self.endpoint} answered HTTP {status} for {ref.repo_id}") from None
+            raise HubUnreachableError(f"cannot reach {self.endpoint} ({type(exc).__name__})") from None
+        return {t.name: t.target_commit for t in refs.tags}
+
+
+def select_remote(endpoint: str | None = None, hub: str | os.PathLike | None = None) -> Remote:
+    endpoint = endpoint or (None if hub else os.environ.get("CBENCH_ENDPOINT"))
+    if endpoint:
+        if not str(endpoint).startswith(("http://", "https://")):
+            raise UsageError(f"endpoint {endpoint!r} is not an http(s):// URL")
+        return Remote(endpoint=str(endpoint).rstrip("/"))
+    hub = hub or os.environ.get("CBENCH_HUB")
+    if hub:
+        return Remote(hub_dir=Path(hub).expanduser())
+    return Remote(hub_dir=default_hub_dir(), default=True)
+
+
+def _token_for(endpoint: str):
+    """No token for loopback servers (never send a user's Hugging Face token to them); the
+    user's own (``HF_TOKEN`` / ``hf auth login``) for anything else."""
+    from urllib.parse import urlparse
+
+    return False if urlparse(endpoint).hostname in ("127.0.0.1", "localhost", "::1") else None
+
+
+def _hf_api(endpoint: str):
+    _quiet_hf()
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint, token=_token_for(endpoint))
+
+
+def _quiet_hf() -> None:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
+
+
+def _http_status(exc: Exception) -> int | None:
+    resp = getattr(exc, "response", None)
+    return getattr(resp, "status_code", None)
+
+
+# ---------------------------------------------------------------------------- resolving
+@dataclass
+class Resolved:
+    ref: RepoRef
+    sha: str
+    tag: str | None
+    tags: dict[str, str]
+
+
+def resolve(name: str, revision: str | None, repo_type: str, remote: Remote) -> Resolved:
+    """Name and revision -> repository and commit sha, asking the hub. UnknownRepoError with the
+    closest names, UnknownRevisionError with the available versions."""
+    tried = candidates(name, repo_type)
+    for repo_id in tried:
+        ref = RepoRef(repo_id, repo_type)
+        try:
+            tags = remote.refs(ref)
+        except UsageError:  # not a valid repository name at all
+            tags = None
+        if tags is not None:
+            return Resolved(ref, *_pick_revision(ref, revision, tags, remote), tags)
+    raise UnknownRepoError(_unknown_repo_message(name, tried, repo_type, remote.names(repo_type), str(remote)))
+
+
+def _unknown_repo_message(name: str, tried: list[str], repo_type: str, available: list[str], where: str) -> str:
+    what = "case" if repo_type == "model" else "dataset"
+    shorts = [short_name(r) for r in available]
+    near = closest(short_name(name) if "/" in name else name, shorts) or closest(name, available)
+    msg = f"no {what} {name!r} on {where} (looked for {', '.join(tried)})"
+    if near:
+        msg += f"; closest: {', '.join(near)}"
+    elif shorts:
+        msg += f"; available: {', '.join(shorts[:12])}{', ...' if len(shorts) > 12 else ''}"
+    else:
+        msg += f"; it has no {what}s"
+        if "hub " in where:
+            msg += (" (the default hub is seeded from model_zoo/releases, or set CBENCH_ZOO; publish into a hub "
+                    "with `cbench publish`, or use --hub DIR / --endpoint URL)")
+    return msg
+
+
+def _pick_revision(ref: RepoRef, revision: str | None, tags: dict[str, str], remote: Remote | None):
+    versions = sort_versions(tags)
+    if revision is None:
+        if not versions:
+            raise UnknownRevisionError(f"{ref.repo_id} has no version tags yet")
+        return tags[versions[-1]], versions[-1]
+    if revision in tags:
+        return tags[revision], revision
+    if SHA_RE.match(revision):
+        if remote is not None and remote.hub_dir is not None and not remote.hub.has_commit(ref.repo_id, revision,
+                                                                                               ref.repo_type):
+            raise UnknownRevisionError(f"{ref.repo_id} has no commit {revision}; versions: "
+                                       f"{', '.join(versions) or 'none'}")
+        tag = next((t for t in versions if tags[t] == revision), None)
+        return revision, tag
+    hint = "" if is_version(revision) or SHA_RE.match(revision) else " (a version is vX.Y.Z or a 40-hex commit sha)"
+    raise UnknownRevisionError(f"{ref.repo_id} has no version {revision}{hint}; available: "
+                               f"{', '.join(versions) or 'none'}")
+
+
+# ---------------------------------------------------------------------------- pulling
+def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", endpoint: str | None = None,
+         hub: str | os.PathLike | None = None, offline: bool | None = None,
+         cache_dir: str | os.PathLike | None = None) -> Snapshot:
+    """Make ``spec`` (``case-3``, ``case-3@v1.0.0``, ``cbench/case-3@<sha>``) available locally
+    and return its verified :class:`~cbench.cache.Snapshot`."""
+    name, rev = parse_spec(spec)
+    if revision is not None and rev is not None and revision != rev:
+        raise UsageError(f"two versions given: {spec!r} and revision={revision!r}")
+    revision = revision or rev
+    cache = Cache(cache_dir)
+    if offline if offline is not None else hf_offline():
+        return from_cache(name, revision, repo_type, cache, reason="offline (HF_HUB_OFFLINE=1)")
+    remote = select_remote(endpoint, hub)
+    if remote.default:
+        seed_default_hub(remote.hub_dir)
+    try:
+        res = resolve(name, revision, repo_type, remote)
+    except HubUnreachableError as exc:
+        return from_cache(name, revision, repo_type, cache, reason=str(exc))
+    cache.record_tags(res.ref, res.tags)
+    snap = cache.snapshot(res.ref, res.sha)
+    if snap is not None:
+        snap.tag = res.tag or snap.tag
+        return snap
+    with cache.repo_lock(res.ref):
+        snap = cache.snapshot(res.ref, res.sha)  # a concurrent pull may have finished it
+        if snap is not None:
+            snap.tag = res.tag or snap.tag
+            return snap
+        return _download(res, remote, cache)
+
+
+def seed_default_hub(hub_dir: Path) -> None:
+    """Seed the default hub from the zoo; a broken zoo release becomes one clear error."""
+    from cbench.errors import PublishError
+
+    try:
+        Path(hub_dir).mkdir(parents=True, exist_ok=True)
+        ensure_seeded(hub_dir)
+    except OSError as exc:
+        raise HubError(f"cannot create the default hub {hub_dir}: {exc.strerror or exc}; set CBENCH_HOME "
+                       "or use --hub DIR") from None
+    except PublishError as exc:
+        raise HubError(f"seeding the default hub {hub_dir} from model_zoo/releases failed: {exc}") from None
+
+
+def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, reason: str) -> Snapshot:
+    """The cached snapshot for a name and revision, or a clear error saying what to do."""
+    name_repos = candidates(name, repo_type)
+    for repo_id in name_repos:
+        ref = RepoRef(repo_id, repo_type)
+        if not cache.entry(ref).get("snapshots"):
+            continue
+        snap = cache.resolve_offline(ref, revision)
+        if snap is not None:
+            snap.extra["offline_reason"] = reason
+            return snap
+        raise UnknownRevisionError(f"{reason}; {repo_id} {revision} is not in the cache "
+                                   f"(cached versions: {', '.join(cache.cached_versions(ref)) or 'none'})")
+    raise HubUnreachableError(
+        f"{reason}, and {name} is not cached. Point at a hub that is up with --hub DIR or "
+        "--endpoint URL (or CBENCH_HUB / CBENCH_ENDPOINT), or pull it once while the hub is reachable; "
+        "later uses work offline (HF_HUB_OFFLINE=1)")
+
+
+def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
+    from cbench.hub_server import HubServer
+
+    server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
+    try:
+        _quiet_hf()
+        from huggingface_hub import snapshot_download  # imported while olah starts
+
+        import cbench.validation  # noqa: F401  (verification needs it; import it while olah starts)
+
+        endpoint = remote.endpoint
+        if server is not None:
+            server.wait_ready()
+            endpoint = server.endpoint
+        with cache.staging() as staging:
+            try:
+                path = Path(snapshot_download(res.ref.repo_id, revision=res.sha, repo_type=res.ref.repo_type,
+                                              endpoint=endpoint, cache_dir=str(staging),
+                                              token=_token_for(endpoint)))
+            except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
+                raise _download_error(exc, res, endpoint) from None
+            files, size = verify_snapshot(path, staging / _folder(res.ref) / "trees" / f"{res.sha}.json",
+                                          label=f"{res.ref.repo_id}@{res.tag or res.sha[:12]}")
+            final = cache.merge(staging, res.ref, res.sha)
+    finally:
+        if server is not None:
+            server.stop()
+    snap = Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False)
+    cache.mark_complete(snap)
+    return snap
+
+
+def _folder(ref: RepoRef) -> str:
+    from cbench.cache import repo_folder_name
+
+    return repo_folder_name(ref)
+
+
+def _download_error(exc: Exception, res: Resolved, endpoint: str) -> CbenchError:
+    if isinstance(exc, CbenchError):
+        return exc
+    status = _http_status(exc)
+    what = f"{res.ref.repo_id}@{res.tag or res.sha}"
+    if status in (401, 404):
+        return UnknownRevisionError(f"{endpoint} has no {what} (HTTP {status}); versions: "
+                                    f"{', '.join(sort_versions(res.tags)) or 'none'}")
+    if status is not None or "500 Internal Server Error" in str(exc):
+        return HubError(f"downloading {what} from {endpoint} failed: the server answered "
+                        f"HTTP {status or 500}")
+    return HubUnreachableError(f"downloading {what} from {endpoint} failed: {type(exc).__name__}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+# ---------------------------------------------------------------------------- verification
+def git_blob_id(path: Path) -> str:
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_snapshot(path: Path, tree_listing: Path | None = None, label: str = "") -> tuple[int, int]:
+    """Check a downloaded snapshot; return (file count, total bytes).
+
+    1. every file's git blob id equals the one in the server's tree listing (when there is one);
+    2. ``meta.json``'s ``files`` manifest: every listed file exists with that sha256, and every
+       other file of the snapshot is listed (HashMismatchError / ArtifactError);
+    3. every JSON document with a ``schema`` field satisfies its schema (SchemaError).
+    """
+    from cbench.validation import read_json, validate
+
+    label = label or str(path)
+    files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+    size = sum((path / f).stat().st_size for f in files)
+    if tree_listing is not None and tree_listing.exists():
+        try:
+            listing = json.loads(tree_listing.read_text()).get("files", {})
+        except (OSError, ValueError):
+            listing = {}
+        for rel, info in listing.items():
+            blob = info.get("blob_id") if isinstance(info, dict) else None
+            if blob and (path / rel).is_file() and git_blob_id(path / rel) != blob:
+                raise HashMismatchError(f"{label}: {rel} does not match the hub's blob id {blob[:12]}; "
+                                        "refused, nothing was cached")
+    meta_path = path / "meta.json"
+    if meta_path.is_file():
+        meta = read_json(meta_path)
+        manifest = meta.get("files") if isinstance(meta, dict) else None
+        if isinstance(manifest, dict):
+            for rel, digest in sorted(manifest.items()):
+                target = path / rel
+                if not target.is_file():
+                    raise ArtifactError(f"{label}: meta.json lists {rel}, which the snapshot does not have; "
+                                        "refused, nothing was cached")
+                actual = sha256_of(target)
+                if actual != digest:
+                    raise HashMismatchError(f"{label}: {rel} has sha256 {actual[:16]}..., meta.json says "
+                                            f"{str(digest)[:16]}...; refused, nothing was cached")
+            extra = [f for f in files if f != "meta.json" and f not in manifest
+                     and not any(part.startswith(".") for part in f.split("/"))]
+            if extra:
+                raise HashMismatchError(f"{label}: {', '.join(extra[:5])} not in meta.json's sha256 manifest; "
+                                        "refused, nothing was cached")
+    for rel in files:
+        if not rel.endswith(".json"):
+            continue
+        doc = read_json(path / rel)
+        if isinstance(doc, dict) and "schema" in doc:
+            violations = validate(doc)
+            if violations:
+                raise SchemaError(f"{label}: {rel} is not a valid {doc.get('schema')} document; "
+                                  "refused, nothing was cached", [str(v) for v in violations])
+    return len(files), size
