@@ -1,0 +1,167 @@
+"""ACDC and EAP-IG: cbench's batched runtime against a straightforward hook-based reference.
+
+Both implementations run in this process on the same model and the same (base, source) pairs;
+the results are asserted identical (same ACDC circuit, scores within float tolerance) and the
+wall-time ratios printed. Goals (issue 7): ACDC >= 20x faster, EAP-IG >= 5x faster.
+
+Models: the largest Tracr case artifact found under ``build/tracr/`` (or given with
+``--artifact DIR``), the SIIT case-3 artifact under ``build/siit/`` when present (``--siit DIR``),
+and a random model of SIIT-like size (3 layers x 4 heads, d_model 48, MLPs). Inputs are
+deterministic sampled pairs (100 by default). Run: ``.venv/bin/python benchmarks/bench_discovery.py [--n-examples 100] [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from hook_reference import reference_acdc, reference_eap_ig_inputs  # noqa: E402
+
+from cbench.discovery import discover  # noqa: E402
+from cbench.discovery.base import prepare  # noqa: E402
+from cbench.runtime import CircuitRuntime  # noqa: E402
+from cbench.task_data import TaskData, sample_pairs  # noqa: E402
+from cbench.transformer_lens_adapter import build_model  # noqa: E402
+
+
+def siit_like_model(seed: int = 0):
+    cfg = dict(n_layers=3, n_heads=4, d_model=48, d_head=12, d_mlp=192, n_ctx=10, d_vocab=12, d_vocab_out=8,
+               act_fn="relu", attn_only=False, attention_dir="causal", normalization_type=None, seed=seed,
+               dtype="float32")
+    return build_model(cfg)
+
+
+def random_pairs(n: int, p: int, d_vocab: int, seed: int = 0) -> TaskData:
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(1, d_vocab, (n, p), generator=g)
+    source = torch.randint(1, d_vocab, (n, p), generator=g)
+    base[:, 0] = source[:, 0] = 0
+    valid = torch.ones(n, p, dtype=torch.bool)
+    valid[:, 0] = False
+    return TaskData(base, source, None, valid, "categorical")
+
+
+def find_tracr_artifact() -> Path | None:
+    root = HERE.parent / "build" / "tracr"
+    best, best_edges = None, -1
+    if not root.is_dir():
+        return None
+    from cbench.artifacts import read_model_artifact
+
+    for d in sorted(root.iterdir()):
+        if (d / "meta.json").is_file():
+            try:
+                art = read_model_artifact(d, verify=False)
+            except Exception:
+                continue
+            if art.graph.n_edges > best_edges:
+                best, best_edges = d, art.graph.n_edges
+    return best
+
+
+def timed(fn, repeat: int = 1):
+    best = float("inf")
+    out = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return out, best
+
+
+def bench_one(label: str, model, data: TaskData, threshold: float, steps: int, repeat: int) -> dict:
+    rt = CircuitRuntime(model)
+    g = rt.graph
+    print(f"\n== {label}: {g.describe()}, {g.n_edges} edges, {data.n_examples} pairs of length {data.base.shape[1]}, "
+          f"{data.task_type}")
+    # ACDC
+    res, t_fast = timed(lambda: discover(rt, data, "acdc", {"threshold": threshold}, progress=False), repeat)
+    ctx = prepare(rt, data, "acdc")
+    (ref_scores, ref_kept), t_ref = timed(lambda: reference_acdc(model, data.base, data.source, ctx.metric, threshold))
+    ref = np.array([ref_scores[e.name] for e in g.edges])
+    same = set(res.circuit_edges()) == ref_kept
+    err = float(np.abs(ref - res.scores).max())
+    assert same, f"ACDC circuits differ: {sorted(set(res.circuit_edges()) ^ ref_kept)[:5]}"
+    assert err < 1e-4, f"ACDC scores differ by {err}"
+    acdc_ratio = t_ref / t_fast
+    print(f"ACDC (tau={threshold}, metric {ctx.metric_name}): kept {len(ref_kept)} edges, identical circuit, "
+          f"max |score diff| {err:.1e}; reference {t_ref:.2f} s, cbench {t_fast:.3f} s "
+          f"({res.extra['n_passes']} batched passes) -> {acdc_ratio:.1f}x")
+    # EAP-IG (inputs)
+    res2, t_fast2 = timed(lambda: discover(rt, data, "eap-ig-inputs", {"steps": steps}, progress=False), repeat)
+    ctx2 = prepare(rt, data, "eap-ig-inputs")
+    ref_s, t_ref2 = timed(lambda: reference_eap_ig_inputs(model, data.base, data.source, ctx2.metric, steps))
+    ref2 = np.array([ref_s[e.name] for e in g.edges])
+    err2 = float(np.abs(ref2 - res2.scores).max() / max(np.abs(ref2).max(), 1e-12))
+    assert err2 < 1e-3, f"EAP-IG scores differ (relative {err2})"
+    same_rank = bool(np.array_equal(np.argsort(-np.abs(ref2))[:10], np.argsort(-np.abs(res2.scores))[:10]))
+    ig_ratio = t_ref2 / t_fast2
+    print(f"EAP-IG-inputs (Z={steps}, metric {ctx2.metric_name}): max relative score diff {err2:.1e}, "
+          f"same top-10: {same_rank}; reference {t_ref2:.2f} s, cbench {t_fast2:.3f} s -> {ig_ratio:.1f}x")
+    return {"model": label, "n_edges": g.n_edges, "n_examples": data.n_examples,
+            "acdc": {"threshold": threshold, "kept": len(ref_kept), "reference_s": round(t_ref, 4),
+                     "cbench_s": round(t_fast, 4), "ratio": round(acdc_ratio, 2)},
+            "eap_ig_inputs": {"steps": steps, "reference_s": round(t_ref2, 4), "cbench_s": round(t_fast2, 4),
+                              "ratio": round(ig_ratio, 2)}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-examples", type=int, default=100)
+    ap.add_argument("--artifact", type=Path, default=None, help="a Tracr case artifact directory")
+    ap.add_argument("--siit", type=Path, default=None, help="a SIIT case artifact directory (default build/siit/case-3)")
+    ap.add_argument("--threshold", type=float, default=None, help="ACDC tau for the random model")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=2, help="cbench runs per measurement (best time)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    results = []
+    art_dir = args.artifact or find_tracr_artifact()
+    if art_dir is not None:
+        from cbench.artifacts import read_model_artifact
+
+        art = read_model_artifact(art_dir)
+        data = sample_pairs(art.meta, args.n_examples, seed=0)
+        thr = 1e-3
+        results.append(bench_one(f"tracr case {art.case} ({art_dir.name})", art.load_model(), data, thr,
+                                 args.steps, args.repeat))
+    else:
+        print("(no Tracr artifact under build/tracr/; pass --artifact DIR to include one)")
+    siit_dir = args.siit or (HERE.parent / "build" / "siit" / "case-3")
+    if siit_dir is not None and (Path(siit_dir) / "meta.json").is_file():
+        from cbench.artifacts import read_model_artifact
+
+        try:
+            art = read_model_artifact(siit_dir)
+        except Exception as exc:  # e.g. being rebuilt right now
+            print(f"(skipping {siit_dir}: {exc})")
+        else:
+            data = sample_pairs(art.meta, args.n_examples, seed=0)
+            results.append(bench_one(f"SIIT case {art.case} ({Path(siit_dir).name})", art.load_model(), data, 1e-3,
+                                     args.steps, args.repeat))
+    model = siit_like_model()
+    data = random_pairs(args.n_examples, 8, model.cfg.d_vocab, seed=1)
+    results.append(bench_one("random SIIT-like model", model, data, args.threshold or 0.003, args.steps,
+                             args.repeat))
+    print("\nsummary (reference time / cbench time):")
+    for r in results:
+        print(f"  {r['model']}: ACDC {r['acdc']['ratio']}x (goal 20x), EAP-IG {r['eap_ig_inputs']['ratio']}x (goal 5x)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""``cbench discover`` and ``cbench ablate``.
+
+CASE is a pulled case (``case-3``, ``tracr-case-3``, ``case-3@v1.0.0``; read from the local
+cache, never downloaded here: ``cbench pull CASE`` first) or a model artifact directory. Inputs
+are the case's counterfactual pairs when the counterfactuals dataset is available, else
+deterministic pairs sampled from meta.json (``--seed``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from cbench.errors import CbenchError, UsageError
+
+
+def _threads() -> None:
+    import torch
+
+    # tiny models on shared CPUs: one intra-op thread is much faster than contending threads
+    torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
+
+
+def resolve_case(case: str):
+    """(ModelArtifact, model_ref dict) for a pulled case or an artifact directory."""
+    from cbench.artifacts import read_model_artifact
+
+    p = Path(case)
+    if p.is_dir():
+        art = read_model_artifact(p)
+        return art, {"repo": None, "revision": None, "kind": art.model_kind}
+    from cbench.cache import Cache
+    from cbench.pull import from_cache, parse_spec
+
+    name, rev = parse_spec(case)
+    try:
+        snap = from_cache(name, rev, "model", Cache(), reason="not pulled")
+    except CbenchError:
+        raise UsageError(f"case {case!r} is not pulled; run `cbench pull {case}` first "
+                         f"(or pass a model artifact directory)") from None
+    art = read_model_artifact(snap.path)
+    revision = snap.tag or snap.sha
+    return art, {"repo": snap.repo_id, "revision": revision, "kind": art.model_kind}
+
+
+def _parse_params(items) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--param takes key=value (got {item!r})")
+        k, v = item.split("=", 1)
+        out[k.strip().replace("-", "_")] = v.strip()
+    return out
+
+
+def _write_json_atomic(path: Path, doc) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=False)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _data_for(art, split, n_examples, seed, use_dataset):
+    from cbench.task_data import load_task_data
+
+    data = load_task_data(art.case, art.meta, split=split, n_examples=n_examples, seed=seed,
+                          use_dataset=use_dataset, offline=True)
+    if use_dataset and data.split == "sampled":
+        click.echo(f"note: the counterfactuals dataset of case {art.case} is not in the cache; using "
+                   f"{data.n_examples} input pairs sampled from meta.json (seed {seed}). Pull it with "
+                   f"`cbench pull counterfactuals --type dataset` to use its {split} split.", err=True)
+    return data
+
+
+@click.command()
+@click.argument("case")
+@click.option("--method", "-m", required=True, help="acdc, eap, eap-ig-inputs, eap-ig-activations, sp, edge-sp, "
+                                                   "activation-patching or random")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
+@click.option("--split", default="validation", show_default=True, help="counterfactuals dataset split")
+@click.option("--n-examples", type=click.IntRange(min=1), default=None, help="cap on the number of input pairs")
+@click.option("--metric", default=None, help="kl, l2, ce, mae, mse or logit_diff (default per method and task)")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="seed for sampled inputs")
+@click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json, not the counterfactuals dataset")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write the edge-scores JSON here (default: print a summary)")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bars")
+def discover(case, method, params, split, n_examples, metric, seed, sampled, out, quiet):
+    """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
+    from cbench.discovery import method_spec, to_edge_scores_document, validate_hyperparameters
+
+    method_spec(method)  # unknown method: one line listing the methods, before any loading
+    hp = validate_hyperparameters(method, _parse_params(params))
+    art, model_ref = resolve_case(case)
+    if metric is not None:
+        from cbench.metrics import check_metric
+
+        check_metric(metric, art.task_type)
+    _threads()
+    from cbench.discovery import discover as run_discover
+    from cbench.runtime import CircuitRuntime
+    from cbench.validation import check
+
+    data = _data_for(art, split, n_examples, seed, not sampled)
+    rt = CircuitRuntime(art)
+    t0 = time.perf_counter()
+    result = run_discover(rt, data, method, hp, metric, progress=not quiet)
+    doc = to_edge_scores_document(result, art.case, model_ref, d_model=int(art.config["d_model"]))
+    check(doc, "edge-scores")
+    if out is not None:
+        _write_json_atomic(out, doc)
+        click.echo(f"{method}: {result.in_graph.sum()} of {rt.n_edges} edges in the circuit, "
+                   f"{data.n_examples} examples ({data.split}), {time.perf_counter() - t0:.2f} s -> {out}")
+    else:
+        top = sorted(result.edge_scores().items(), key=lambda kv: -abs(kv[1]))[:10]
+        click.echo(f"{method} on {art.case} ({result.metric}, {data.n_examples} examples, {data.split}): "
+                   f"{int(result.in_graph.sum())} of {rt.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
+        for name, score in top:
+            click.echo(f"  {score:+.5f}  {name}")
+
+
+def _names(value: str | None) -> list[str]:
+    if not value:
+        return []
+    return [v.strip() for v in value.replace(";", ",").split(",") if v.strip()]
+
+
+@click.command()
+@click.argument("case")
+@click.option("--nodes", default=None, metavar="N1,N2", help="nodes to ablate, e.g. a0.h1,m1")
+@click.option("--edges", default=None, metavar="E1,E2", help="edges to ablate, e.g. 'input->a0.h0<v>,a0.h0->logits'")
+@click.option("--kind", type=click.Choice(["resample", "mean", "zero"]), default="resample", show_default=True)
+@click.option("--complement", is_flag=True, help="ablate everything except the named nodes/edges (run the circuit)")
+@click.option("--node-effects", "effects", is_flag=True, help="instead: the effect of ablating each head and MLP "
+                                                              "alone under resample, mean and zero ablation")
+@click.option("--metric", default=None, help="kl, l2, ce, mae, mse (default: kl or l2)")
+@click.option("--split", default="validation", show_default=True)
+@click.option("--n-examples", type=click.IntRange(min=1), default=None)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examples, seed, sampled, as_json):
+    """Output, accuracy and metric of CASE with nodes or edges ablated (or per-node effects)."""
+    node_list, edge_list = _names(nodes), _names(edges)
+    if not effects and not node_list and not edge_list and not complement:
+        raise UsageError("name what to ablate with --nodes or --edges (or use --node-effects)")
+    art, _ref = resolve_case(case)
+    g = art.graph
+    for n in node_list:
+        g.node(n)
+    for e in edge_list:
+        from cbench.runtime import edge_names_to_mask
+
+        edge_names_to_mask(g, [e])
+    if metric is not None:
+        from cbench.metrics import check_metric
+
+        check_metric(metric, art.task_type)
+    _threads()
+    from cbench.ablation import ablate as run_ablate, node_effects
+    from cbench.runtime import CircuitRuntime
+
+    data = _data_for(art, split, n_examples, seed, not sampled)
+    rt = CircuitRuntime(art)
+    if effects:
+        res = node_effects(rt, data, nodes=node_list or None)
+        if as_json:
+            click.echo(json.dumps([r.to_dict() for r in res], indent=1))
+            return
+        click.echo(f"node effects on {art.case} ({data.n_examples} examples, {data.split})")
+        click.echo(f"  {'node':<8} {'kind':<9} {'effect':>7} {'norm. KL':>9}")
+        for r in res:
+            click.echo(f"  {r.node:<8} {r.kind:<9} {r.effect:7.3f} {r.normalized_kl:9.3f}")
+        return
+    res = run_ablate(rt, data, node_list, edge_list, kind, metric, complement)
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), indent=1))
+        return
+    what = "everything but " if complement else ""
+    click.echo(f"{art.case}: {kind} ablation of {what}{len(node_list)} node(s), {len(edge_list)} edge(s) "
+               f"({len(res.ablated_edges)} edges ablated), {data.n_examples} examples")
+    click.echo(f"  accuracy {res.accuracy:.4f} (clean {res.clean_accuracy:.4f}); {res.metric} {res.metric_value:.6g}")

@@ -1,0 +1,122 @@
+"""Circuit discovery methods, one module each, behind one registry.
+
+``METHODS`` maps a method name to its :class:`MethodSpec` (module, entry point, hyperparameter
+specs). :func:`discover` validates hyperparameters, prepares the data, metric and ablated
+activations once (:func:`cbench.discovery.base.prepare`) and returns a
+:class:`~cbench.discovery.base.DiscoveryResult` with a score for every edge, the proposed circuit
+(``in_graph``), the hyperparameters, data split and size, and the wall time.
+:func:`to_edge_scores_document` turns a result into a schema-valid ``cbench/edge-scores/v1``
+document.
+
+Methods: ``acdc``, ``eap``, ``eap-ig-inputs``, ``eap-ig-activations``, ``sp`` (node subnetwork
+probing), ``edge-sp`` (edgewise subnetwork probing), ``activation-patching`` (exact, per edge),
+``random``. Default metrics per InterpBench appendix D (:func:`cbench.metrics.default_metric`).
+Scores: the loss increase when the edge is ablated (positive = helpful); SP methods: mask logits.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from cbench.errors import UsageError, did_you_mean
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    module: str
+    function: str
+    doc: str
+
+    def load(self):
+        mod = importlib.import_module(f"cbench.discovery.{self.module}")
+        return mod, getattr(mod, self.function)
+
+    @property
+    def params(self):
+        return self.load()[0].PARAMS
+
+
+METHODS: dict[str, MethodSpec] = {
+    "acdc": MethodSpec("acdc", "acdc", "run", "ACDC: reverse topological pruning with a threshold"),
+    "eap": MethodSpec("eap", "eap", "run", "edge attribution patching"),
+    "eap-ig-inputs": MethodSpec("eap-ig-inputs", "eap_ig", "run_inputs", "EAP with integrated gradients on the input embeddings"),
+    "eap-ig-activations": MethodSpec("eap-ig-activations", "eap_ig", "run_activations", "EAP with integrated gradients per layer"),
+    "sp": MethodSpec("sp", "subnetwork_probing", "run_nodes", "node subnetwork probing (hard-concrete node masks)"),
+    "edge-sp": MethodSpec("edge-sp", "subnetwork_probing", "run_edges", "edgewise subnetwork probing"),
+    "activation-patching": MethodSpec("activation-patching", "activation_patching", "run", "exact patching of every edge"),
+    "random": MethodSpec("random", "random_scores", "run", "uniform random scores in [-1, 1]"),
+}
+
+
+def method_spec(name: str) -> MethodSpec:
+    if name not in METHODS:
+        raise UsageError(f"unknown method {name!r}{did_you_mean(str(name), METHODS)}; methods: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def validate_hyperparameters(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Typed hyperparameters with defaults; UsageError (one line) on unknown keys or bad values."""
+    from cbench.discovery.base import validate_params
+
+    return validate_params(method, method_spec(method).params, dict(params or {}))
+
+
+def discover(model, data, method: str, params: Mapping[str, Any] | None = None, metric: str | None = None,
+             progress: bool = True):
+    """Run ``method`` on ``model`` (HookedTransformer, ModelArtifact or CircuitRuntime) with
+    ``data`` (:class:`cbench.task_data.TaskData`). Returns a DiscoveryResult."""
+    from cbench.discovery.base import prepare
+
+    spec = method_spec(method)
+    hp = validate_hyperparameters(method, params)
+    ctx = prepare(model, data, method, metric, hp.get("ablation", "resample"), progress)
+    _mod, fn = spec.load()
+    return fn(ctx, **hp)
+
+
+def to_edge_scores_document(result, case: str, model: Mapping[str, Any] | None = None, d_model: int | None = None,
+                            submitter: Mapping[str, Any] | None = None, created: str | None = None) -> dict:
+    """A ``cbench/edge-scores/v1`` document for ``result``.
+
+    ``model``: ``{"repo", "revision", "kind"}`` (repo/revision None when not from a hub).
+    """
+    import datetime
+
+    import cbench
+
+    g = result.graph
+    model = dict(model or {"repo": None, "revision": None, "kind": "tracr"})
+    model = {k: model.get(k) for k in ("repo", "revision", "kind")}
+    nodes_in = result.nodes_in_graph()
+    nodes = {}
+    for n in g.node_names:
+        entry: dict[str, Any] = {"in_graph": bool(nodes_in[n])}
+        if result.node_scores and n in result.node_scores:
+            entry["score"] = float(result.node_scores[n])
+        nodes[n] = entry
+    edges = {e.name: {"score": float(s), "in_graph": bool(ig)}
+             for e, s, ig in zip(g.edges, result.scores, result.in_graph)}
+    doc = {
+        "schema": "cbench/edge-scores/v1",
+        "case": str(case).removeprefix("case-"),
+        "model": model,
+        "method": {"name": result.method, "hyperparameters": dict(result.hyperparameters)},
+        "data": dict(result.data),
+        "runtime_s": round(float(result.runtime_s), 6),
+        "created": created or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cbench_version": cbench.__version__,
+        "cfg": {"n_layers": g.n_layers, "n_heads": g.n_heads, "parallel_attn_mlp": g.parallel_attn_mlp,
+                "d_model": int(d_model) if d_model else None, "has_mlp": g.has_mlp},
+        "nodes": nodes,
+        "edges": edges,
+    }
+    if doc["cfg"]["d_model"] is None:
+        del doc["cfg"]["d_model"]
+    if submitter:
+        doc["submitter"] = dict(submitter)
+    if result.extra:
+        doc["method"]["details"] = {k: v for k, v in result.extra.items() if isinstance(v, (int, float, str, bool))}
+    return doc

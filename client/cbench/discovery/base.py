@@ -1,0 +1,185 @@
+"""What every discovery method shares: hyperparameter specs and validation, the prepared context
+(runtime, data, metric, ablated activations) and the typed result.
+
+Scores convention: metrics are losses (lower is better); an edge's score estimates (or measures)
+how much the loss grows when that edge alone is ablated — positive means the edge helps the
+task. Rank by ``abs(score)`` to find edges with any effect (MIB's CMD convention), by ``score``
+for helpful ones (CPR).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from cbench.errors import UsageError
+from cbench.graph import Graph
+from cbench.metrics import Metric, check_metric, default_metric, make_metric
+from cbench.runtime import ABLATIONS, CircuitRuntime, as_runtime
+from cbench.task_data import TaskData
+
+
+# ---------------------------------------------------------------------------- hyperparameters
+@dataclass(frozen=True)
+class Param:
+    type: type
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None
+    doc: str = ""
+    low_inclusive: bool = True
+
+    def convert(self, method: str, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            if self.type is bool and isinstance(value, str):
+                if value.lower() in ("1", "true", "yes", "on"):
+                    v: Any = True
+                elif value.lower() in ("0", "false", "no", "off"):
+                    v = False
+                else:
+                    raise ValueError
+            elif self.type is int and isinstance(value, str):
+                v = int(float(value)) if float(value).is_integer() else int(value)
+            else:
+                v = self.type(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{method}: {name} must be {self.type.__name__} (got {value!r})") from None
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UsageError(f"{method}: {name} must be finite (got {value!r})")
+        if self.choices is not None and v not in self.choices:
+            raise UsageError(f"{method}: {name} must be one of {', '.join(map(str, self.choices))} (got {value!r})")
+        if self.low is not None and (v < self.low or (v == self.low and not self.low_inclusive)):
+            op = ">=" if self.low_inclusive else ">"
+            raise UsageError(f"{method}: {name} must be {op} {self.low} (got {value!r})")
+        if self.high is not None and v > self.high:
+            raise UsageError(f"{method}: {name} must be <= {self.high} (got {value!r})")
+        return v
+
+
+COMMON_PARAMS: dict[str, Param] = {
+    "ablation": Param(str, "resample", choices=ABLATIONS, doc="how ablated edges are replaced"),
+    "top_n": Param(int, None, low=1, doc="in_graph = the top_n edges by |score| (overrides rel_threshold)"),
+    "rel_threshold": Param(float, 0.05, low=0.0, high=1.0,
+                           doc="in_graph = |score| >= rel_threshold * max |score| (score-ranking methods)"),
+    "seed": Param(int, 0, low=0, doc="random seed"),
+}
+
+
+def validate_params(method: str, spec: Mapping[str, Param], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed, range-checked hyperparameters with defaults filled in; one-line UsageError otherwise."""
+    out = {}
+    for k in given:
+        if k not in spec:
+            from cbench.errors import did_you_mean
+
+            raise UsageError(f"{method}: unknown hyperparameter {k!r}{did_you_mean(k, spec)}; "
+                             f"it takes: {', '.join(sorted(spec))}")
+    for k, p in spec.items():
+        out[k] = p.convert(method, k, given[k]) if k in given else p.default
+    return out
+
+
+# ---------------------------------------------------------------------------- context
+@dataclass
+class Context:
+    """Everything a method needs, prepared once."""
+
+    runtime: CircuitRuntime
+    data: TaskData
+    metric_name: str
+    metric: Metric  # bound to the clean outputs / labels of data.base
+    ablation: str
+    ablated: torch.Tensor  # [F, B|1, P|1, D]
+    clean_outputs: torch.Tensor
+    progress: bool = True
+    clean_acts: torch.Tensor | None = None  # [F, B, P, D] node outputs on data.base
+
+    @property
+    def graph(self) -> Graph:
+        return self.runtime.graph
+
+
+def prepare(model, data: TaskData, method: str, metric: str | None = None, ablation: str = "resample",
+            progress: bool = True) -> Context:
+    rt = as_runtime(model)
+    metric_name = check_metric(metric or default_metric(method, data.task_type), data.task_type)
+    if ablation not in ABLATIONS:
+        raise UsageError(f"unknown ablation {ablation!r}; choose one of: {', '.join(ABLATIONS)}")
+    base = rt.tokens_tensor(data.base)
+    with torch.no_grad():
+        res = rt.run(base, keep_acts=True)  # the unpatched pass (bit-exact outputs) and every node's output
+    clean, clean_acts = res.output, res.acts
+    labels = data.labels
+    if metric_name in ("kl", "l2"):
+        labels = None
+    m = make_metric(metric_name, data.task_type, clean_outputs=clean, labels=labels, valid=data.valid)
+    ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
+    return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts)
+
+
+# ---------------------------------------------------------------------------- result
+@dataclass
+class DiscoveryResult:
+    """Scores for every edge of ``graph`` (in graph order) and the circuit the method proposes."""
+
+    method: str
+    hyperparameters: dict
+    graph: Graph
+    scores: np.ndarray  # float64 [n_edges]
+    in_graph: np.ndarray  # bool [n_edges]
+    metric: str
+    ablation: str
+    data: dict  # split, n_examples, dataset, revision, origin...
+    runtime_s: float
+    node_scores: dict[str, float] | None = None
+    extra: dict = field(default_factory=dict)
+
+    def edge_scores(self) -> dict[str, float]:
+        return {e.name: float(s) for e, s in zip(self.graph.edges, self.scores)}
+
+    def circuit_edges(self) -> list[str]:
+        return self.graph.edges_of_mask(self.in_graph)
+
+    def nodes_in_graph(self) -> dict[str, bool]:
+        touched = self.graph.nodes_of(self.circuit_edges())
+        return {n: (n in touched) for n in self.graph.node_names}
+
+
+def circuit_from_scores(scores: np.ndarray, top_n: int | None, rel_threshold: float | None) -> np.ndarray:
+    a = np.abs(np.asarray(scores, dtype=np.float64))
+    if top_n is not None:
+        out = np.zeros(a.shape, dtype=bool)
+        out[np.argsort(-a, kind="stable")[: min(top_n, a.size)]] = True
+        return out
+    mx = a.max() if a.size else 0.0
+    if mx <= 0:
+        return np.zeros(a.shape, dtype=bool)
+    return a >= (rel_threshold or 0.0) * mx
+
+
+def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: float | None = None,
+           node_scores=None, extra=None) -> DiscoveryResult:
+    scores = np.asarray(scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else scores,
+                        dtype=np.float64)
+    scores = np.where(np.isfinite(scores), scores, 0.0)
+    if in_graph is None:
+        in_graph = circuit_from_scores(scores, params.get("top_n"), params.get("rel_threshold"))
+    hp = {k: v for k, v in params.items() if v is not None}
+    hp["metric"] = ctx.metric_name
+    return DiscoveryResult(method, hp, ctx.graph, scores, np.asarray(in_graph, dtype=bool), ctx.metric_name,
+                           ctx.ablation, ctx.data.data_block(), float(time.perf_counter() - (t0 or time.perf_counter())),
+                           node_scores, extra or {})
+
+
+def progress_bar(total: int, desc: str, enabled: bool = True):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, mininterval=1.0, delay=1.0)

@@ -1,0 +1,50 @@
+"""EAP (Syed et al. 2024): edge attribution patching.
+
+score(u -> v) = -(a_u - a'_u) . d loss / d input_v, summed over examples and positions and
+divided by the number of examples (the loss is a mean over examples), where ``a`` are the clean
+activations of the base input and ``a'`` the ablated ones. It is the first-order estimate of
+the loss increase when the edge alone is ablated, and equals ``-d loss / d mask`` at the
+all-ones edge mask (:meth:`CircuitRuntime.edge_mask_gradient`); it is computed from the
+gradients at every destination input (one forward and one backward pass per chunk of examples).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
+from cbench.metrics import metric_slice
+
+PARAMS = {
+    "batch_size": Param(int, 512, low=1, doc="examples per forward/backward pass"),
+    "ablation": COMMON_PARAMS["ablation"],
+    "top_n": COMMON_PARAMS["top_n"],
+    "rel_threshold": COMMON_PARAMS["rel_threshold"],
+}
+
+
+def _chunks(n: int, size: int):
+    for s in range(0, n, size):
+        yield s, min(n, s + size)
+
+
+def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, rel_threshold=0.05, **_):
+    t0 = time.perf_counter()
+    rt = ctx.runtime
+    N = ctx.data.n_examples
+    total = torch.zeros(rt.n_edges, dtype=rt.dtype, device=rt.device)
+    chunks = list(_chunks(N, batch_size))
+    bar = progress_bar(len(chunks), "eap", ctx.progress)
+    for s, e in chunks:
+        m = metric_slice(ctx.metric, s, e)
+        abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
+        base = ctx.data.base[s:e]
+        grads, _ = rt.input_gradients(base, lambda o: m(o), ablated=abl)  # d loss / d input [K, n, P, D]
+        diff = ctx.clean_acts[:, s:e] - abl
+        total += rt.scores_from_input_gradients(diff, grads) * ((e - s) / N)
+        bar.update(1)
+    bar.close()
+    params = {"batch_size": batch_size, "ablation": ablation, "top_n": top_n, "rel_threshold": rel_threshold}
+    return finish(ctx, "eap", params, -total, None, t0)

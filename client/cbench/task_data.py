@@ -1,0 +1,180 @@
+"""Base/source input pairs for discovery and ablation: from the counterfactuals dataset when it is
+available, else sampled deterministically from the model's meta.json.
+
+:class:`TaskData` holds ``base`` and ``source`` token ids ``[N, P]`` (BOS at position 0),
+optional ``labels`` (``[N, P]``: class indices for categorical tasks, floats for numerical;
+``None`` means "use the clean model's outputs"), ``valid`` positions ``[N, P]`` (position 0 and
+padding excluded), and where the data came from (``split``, ``dataset``, ``revision``).
+
+Sampling (:func:`sample_pairs`): token ids drawn uniformly from ``input_tokens`` minus BOS and
+PAD with ``numpy.random.default_rng(seed)``; every sequence has length ``max_seq_len`` (BOS
+included), so base and source align position by position — the convention InterpBench's
+resample ablations use. Labels are left to the clean model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from cbench.errors import UsageError
+
+
+@dataclass
+class TaskData:
+    base: torch.Tensor
+    source: torch.Tensor
+    labels: torch.Tensor | None
+    valid: torch.Tensor
+    task_type: str
+    split: str = "sampled"
+    dataset: str | None = None
+    revision: str | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_examples(self) -> int:
+        return int(self.base.shape[0])
+
+    def subset(self, n: int) -> "TaskData":
+        n = min(int(n), self.n_examples)
+        return TaskData(self.base[:n], self.source[:n], None if self.labels is None else self.labels[:n],
+                        self.valid[:n], self.task_type, self.split, self.dataset, self.revision, dict(self.info))
+
+    def data_block(self) -> dict:
+        """The ``data`` block of an edge-scores document."""
+        out: dict[str, Any] = {"split": self.split, "n_examples": self.n_examples}
+        if self.dataset:
+            out["dataset"] = self.dataset
+        if self.revision:
+            out["revision"] = self.revision
+        out.update(self.info)
+        return out
+
+
+def _token_ids(meta: Mapping) -> tuple[int, int | None, list[int]]:
+    tokens = list(meta["input_tokens"])
+    bos = tokens.index(meta["bos_token"])
+    pad = tokens.index(meta["pad_token"]) if meta.get("pad_token") is not None else None
+    usable = [i for i in range(len(tokens)) if i != bos and i != pad]
+    if not usable:
+        raise UsageError("the model's vocabulary has no tokens besides BOS/PAD to sample inputs from")
+    return bos, pad, usable
+
+
+def sample_pairs(meta: Mapping, n_examples: int = 100, seed: int = 0, seq_len: int | None = None) -> TaskData:
+    """``n_examples`` deterministic (base, source) pairs from meta.json's vocabulary."""
+    if n_examples < 1:
+        raise UsageError(f"n_examples must be at least 1 (got {n_examples})")
+    bos, _pad, usable = _token_ids(meta)
+    P = int(seq_len or meta["max_seq_len"])
+    rng = np.random.default_rng(seed)
+    ids = np.asarray(usable)
+    base = ids[rng.integers(0, len(ids), size=(n_examples, P - 1))]
+    source = ids[rng.integers(0, len(ids), size=(n_examples, P - 1))]
+    col = np.full((n_examples, 1), bos)
+    base = torch.as_tensor(np.concatenate([col, base], 1), dtype=torch.long)
+    source = torch.as_tensor(np.concatenate([col, source], 1), dtype=torch.long)
+    valid = torch.ones(n_examples, P, dtype=torch.bool)
+    valid[:, 0] = False
+    return TaskData(base, source, None, valid, str(meta["task_type"]), split="sampled",
+                    info={"origin": "sampled", "seed": int(seed)})
+
+
+def _encode(seq: Sequence, tokens: list[str], where: str) -> list[int]:
+    index = {t: i for i, t in enumerate(tokens)}
+    out = []
+    for t in seq:
+        if isinstance(t, (int, np.integer)) and not isinstance(t, bool):
+            out.append(int(t))
+        elif str(t) in index:
+            out.append(index[str(t)])
+        else:
+            raise UsageError(f"{where}: token {t!r} is not in the model's vocabulary")
+    return out
+
+
+def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str | None = None,
+              revision: str | None = None) -> TaskData:
+    """TaskData from ``cbench/counterfactuals`` rows: ``base_ids``/``source_ids`` (BOS first) and
+    ``base_label`` (one label per position after BOS).
+
+    Rows of different lengths are right-padded (with PAD, else BOS) for causal models, whose
+    earlier positions cannot see the padding; padded positions are not valid. For bidirectional
+    models only the rows of the most common length are kept (padding would change them)."""
+    tokens = list(meta["input_tokens"])
+    bos, pad, _ = _token_ids(meta)
+    bases, sources, labels = [], [], []
+    for i, r in enumerate(rows):
+        b = r.get("base_ids")
+        s = r.get("source_ids")
+        if b is None or s is None:
+            bt, st = r.get("base_tokens"), r.get("source_tokens")
+            if bt is None or st is None:
+                raise UsageError(f"counterfactual row {i} has no base/source inputs")
+            b = [bos] + _encode(bt, tokens, f"row {i}")
+            s = [bos] + _encode(st, tokens, f"row {i}")
+        if len(b) != len(s):
+            raise UsageError(f"counterfactual row {i}: base and source differ in length")
+        bases.append([int(x) for x in b])
+        sources.append([int(x) for x in s])
+        labels.append(r.get("base_label"))
+    if not bases:
+        raise UsageError("the counterfactual dataset split is empty")
+    if not meta.get("causal", True):
+        lengths = [len(b) for b in bases]
+        common = max(set(lengths), key=lambda n: (lengths.count(n), n))
+        keep = [i for i, n in enumerate(lengths) if n == common]
+        bases = [bases[i] for i in keep]
+        sources = [sources[i] for i in keep]
+        labels = [labels[i] for i in keep]
+    P = max(len(b) for b in bases)
+    fill = pad if pad is not None else bos
+
+    def padded(x):
+        return x + [fill] * (P - len(x))
+
+    base = torch.tensor([padded(b) for b in bases], dtype=torch.long)
+    source = torch.tensor([padded(s) for s in sources], dtype=torch.long)
+    valid = torch.tensor([[j < len(b) for j in range(P)] for b in bases], dtype=torch.bool)
+    valid[:, 0] = False
+    lab = None
+    if all(isinstance(l, (list, tuple)) for l in labels):
+        arr = torch.full((len(bases), P), float("nan"))
+        for i, l in enumerate(labels):
+            for j, v in enumerate(l[: P - 1]):
+                if v is None:
+                    valid[i, j + 1] = False
+                else:
+                    arr[i, j + 1] = float(v)
+        if meta.get("task_type") == "categorical":
+            lab = torch.nan_to_num(arr, nan=-1).long()
+        else:
+            lab = torch.nan_to_num(arr, nan=0.0)
+    return TaskData(base, source, lab, valid, str(meta["task_type"]), split=split, dataset=dataset,
+                    revision=revision, info={"origin": "counterfactuals"})
+
+
+def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
+                   seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
+    """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
+    ``case-<id>``, at meta.json's ``dataset_revision`` when set) if that dataset can be loaded,
+    else sampled pairs (deterministic in ``seed``). ``n_examples`` caps the number of pairs."""
+    data = None
+    if use_dataset:
+        try:
+            from cbench.loading import load_dataset  # the hub helper; absent or unreachable: fall back
+
+            revision = meta.get("dataset_revision")
+            ds = load_dataset("counterfactuals", f"case-{case}", revision=revision, split=split, offline=offline)
+            data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
+        except Exception:
+            data = None
+    if data is None:
+        data = sample_pairs(meta, n_examples or 100, seed)
+    elif n_examples:
+        data = data.subset(n_examples)
+    return data

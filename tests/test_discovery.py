@@ -1,0 +1,209 @@
+"""Discovery methods: schema-valid outputs, the known circuit of a hand-built model, and
+agreement with the hook-based reference implementations."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from circuit_models import HANDBUILT_CIRCUIT, handbuilt_model, random_model, random_tokens  # noqa: E402
+from hook_reference import reference_acdc, reference_eap_ig_inputs  # noqa: E402
+
+from cbench import validation  # noqa: E402
+from cbench.discovery import METHODS, discover, to_edge_scores_document, validate_hyperparameters  # noqa: E402
+from cbench.discovery.base import prepare  # noqa: E402
+from cbench.errors import UsageError  # noqa: E402
+from cbench.runtime import CircuitRuntime  # noqa: E402
+from cbench.task_data import TaskData  # noqa: E402
+
+FAST = {"sp": {"steps": 5}, "edge-sp": {"steps": 5}, "eap-ig-inputs": {"steps": 3}, "eap-ig-activations": {"steps": 2}}
+
+
+def _data(n=12, p=6, d_vocab=9, task_type="categorical", seed=0):
+    base, source = random_tokens(n, p, d_vocab, seed=seed + 1), random_tokens(n, p, d_vocab, seed=seed + 2)
+    valid = torch.ones(n, p, dtype=torch.bool)
+    valid[:, 0] = False
+    return TaskData(base, source, None, valid, task_type)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return CircuitRuntime(random_model(n_layers=2, n_heads=2, d_model=16, d_head=4, seed=3)), _data()
+
+
+def test_registry_names():
+    assert list(METHODS) == ["acdc", "eap", "eap-ig-inputs", "eap-ig-activations", "sp", "edge-sp",
+                             "activation-patching", "random"]
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_writes_a_valid_edge_scores_document(small, method):
+    rt, data = small
+    res = discover(rt, data, method, FAST.get(method, {}), progress=False)
+    assert res.scores.shape == (rt.n_edges,) and np.isfinite(res.scores).all()
+    assert res.in_graph.dtype == bool
+    doc = to_edge_scores_document(res, "test-1", {"repo": None, "revision": None, "kind": "siit"}, d_model=16)
+    validation.check(doc, "edge-scores")
+    assert validation.check_against_graph(doc, rt.graph, case="test-1", d_model=16) == []
+    assert set(doc["edges"]) == set(rt.graph.edge_names)
+    assert doc["method"]["name"] == method
+    assert doc["data"] == {"split": "sampled", "n_examples": 12}
+    assert doc["runtime_s"] >= 0
+
+
+def test_numerical_task_uses_l2_and_mae():
+    model = random_model(n_layers=1, n_heads=2, d_model=16, d_head=4, d_vocab_out=1, seed=4)
+    rt = CircuitRuntime(model)
+    data = _data(task_type="numerical")
+    assert discover(rt, data, "acdc", {"threshold": 0.0}, progress=False).metric == "l2"
+    assert discover(rt, data, "eap", {}, progress=False).metric == "mae"
+
+
+# ---------------------------------------------------------------------------- known circuit
+@pytest.fixture(scope="module", params=[False, True], ids=["attn-only", "with-mlps"])
+def handbuilt(request):
+    rt = CircuitRuntime(handbuilt_model(with_mlp=request.param))
+    data = _data(n=40, p=5, d_vocab=4, seed=10)
+    return rt, data
+
+
+def test_acdc_finds_exactly_the_handbuilt_circuit(handbuilt):
+    rt, data = handbuilt
+    res = discover(rt, data, "acdc", {"threshold": 1e-3, "ablation": "zero"}, progress=False)
+    assert set(res.circuit_edges()) == HANDBUILT_CIRCUIT
+    assert rt.graph.promote(res.circuit_edges()) == rt.graph.promote(HANDBUILT_CIRCUIT)
+    # one run ranks every edge: every circuit edge scored above every other edge
+    gt = rt.graph.mask(HANDBUILT_CIRCUIT)
+    assert res.scores[gt].min() > np.abs(res.scores[~gt]).max()
+
+
+@pytest.mark.parametrize("method", ["eap-ig-inputs", "eap-ig-activations", "activation-patching"])
+def test_attribution_ranks_every_circuit_edge_first(handbuilt, method):
+    rt, data = handbuilt
+    res = discover(rt, data, method, {"ablation": "zero"}, progress=False)
+    gt = rt.graph.mask(HANDBUILT_CIRCUIT)
+    s = np.abs(res.scores)
+    assert s[gt].min() > s[~gt].max()
+
+
+# ---------------------------------------------------------------------------- vs the references
+@pytest.fixture(scope="module")
+def ref_setup():
+    model = random_model(n_layers=2, n_heads=2, d_model=16, d_head=4, ln="LN", seed=5, weight_scale=3.0)
+    rt = CircuitRuntime(model)
+    return model, rt, _data(n=10, p=5, seed=20)
+
+
+def test_acdc_matches_the_hook_based_reference(ref_setup):
+    model, rt, data = ref_setup
+    res = discover(rt, data, "acdc", {"threshold": 0.02}, progress=False)
+    ctx = prepare(rt, data, "acdc")
+    ref_scores, kept = reference_acdc(model, data.base, data.source, ctx.metric, 0.02)
+    assert set(res.circuit_edges()) == kept
+    assert 0 < len(kept) < rt.n_edges
+    ref = np.array([ref_scores[e.name] for e in rt.graph.edges])
+    assert np.allclose(res.scores, ref, atol=1e-5)
+
+
+def test_acdc_speculation_does_not_change_decisions(ref_setup):
+    _model, rt, data = ref_setup
+    a = discover(rt, data, "acdc", {"threshold": 0.02, "window": 1}, progress=False)
+    b = discover(rt, data, "acdc", {"threshold": 0.02, "window": 64}, progress=False)
+    c = discover(rt, data, "acdc", {"threshold": 0.02, "window": 16, "span": True}, progress=False)
+    d = discover(rt, data, "acdc", {"threshold": 0.02, "prefix_cache": False}, progress=False)
+    for other in (b, c, d):
+        assert np.array_equal(a.in_graph, other.in_graph)
+        assert np.allclose(a.scores, other.scores, atol=1e-6)
+
+
+def test_eap_ig_inputs_matches_the_hook_based_reference(ref_setup):
+    model, rt, data = ref_setup
+    res = discover(rt, data, "eap-ig-inputs", {"steps": 4}, progress=False)
+    ctx = prepare(rt, data, "eap-ig-inputs")
+    ref_scores = reference_eap_ig_inputs(model, data.base, data.source, ctx.metric, 4)
+    ref = np.array([ref_scores[e.name] for e in rt.graph.edges])
+    assert np.abs(ref).max() > 1e-2
+    assert np.allclose(res.scores, ref, atol=1e-4 * np.abs(ref).max())
+
+
+def test_eap_equals_one_step_eap_ig_and_exact_patching_is_exact(ref_setup):
+    _model, rt, data = ref_setup
+    eap = discover(rt, data, "eap", {}, progress=False)
+    ig1 = discover(rt, data, "eap-ig-activations", {"steps": 1}, progress=False)  # alpha = 1: the clean point
+    assert np.allclose(eap.scores, ig1.scores, atol=1e-5)
+    ap = discover(rt, data, "activation-patching", {"rows_per_pass": 37}, progress=False)
+    ctx = prepare(rt, data, "activation-patching")
+    full = float(ctx.metric(rt.clean(data.base)))
+    for e in (0, 7, rt.n_edges - 1):
+        mask = torch.ones(rt.n_edges)
+        mask[e] = 0
+        with torch.no_grad():
+            val = float(ctx.metric(rt.run(data.base, data.source, edge_mask=mask).output))
+        assert ap.scores[e] == pytest.approx(val - full, abs=1e-5)
+
+
+def test_sp_scores_and_node_rule(small):
+    rt, data = small
+    res = discover(rt, data, "sp", {"steps": 20, "lambda_reg": 5.0}, progress=False)
+    g = rt.graph
+    assert res.node_scores is not None and set(res.node_scores) == set(g.forward_nodes[1:])
+    for e in g.edges:  # an edge is in the circuit iff both ends are
+        src_in = e.src == "input" or res.node_scores[e.src] > -np.inf
+        assert isinstance(bool(res.in_graph[e.index]), bool) and src_in
+
+
+# ---------------------------------------------------------------------------- bad hyperparameters
+@pytest.mark.parametrize("method,params,message", [
+    ("acdc", {"threshold": "-1"}, "threshold must be >= 0.0"),
+    ("acdc", {"thresold": "1"}, "unknown hyperparameter 'thresold'.*did you mean: threshold"),
+    ("eap-ig-inputs", {"steps": "0"}, "steps must be >= 1"),
+    ("eap-ig-inputs", {"steps": "five"}, "steps must be int"),
+    ("sp", {"lr": "0"}, "lr must be > 0.0"),
+    ("eap", {"ablation": "gaussian"}, "ablation must be one of resample, mean, zero"),
+    ("nope", {}, "unknown method 'nope'.*methods: acdc, eap"),
+])
+def test_bad_hyperparameters_are_one_line_usage_errors(method, params, message):
+    with pytest.raises(UsageError, match=message) as exc:
+        validate_hyperparameters(method, params)
+    assert "\n" not in str(exc.value)
+
+
+# ---------------------------------------------------------------------------- Tracr case 3
+TRACR_3 = Path(__file__).resolve().parents[1] / "build" / "tracr" / "tracr-case-3"
+
+
+@pytest.fixture(scope="module")
+def tracr3():
+    if not (TRACR_3 / "meta.json").is_file():
+        pytest.skip("the Tracr builder has not produced build/tracr/tracr-case-3")
+    from cbench.artifacts import read_model_artifact
+    from cbench.task_data import sample_pairs
+
+    art = read_model_artifact(TRACR_3)
+    return art, CircuitRuntime(art), sample_pairs(art.meta, 100, seed=0)
+
+
+def test_acdc_recovers_the_tracr_case_3_circuit(tracr3):
+    # case 3's circuit has q/k edges that carry only positions (Select(indices, indices, LEQ)):
+    # a counterfactual input of the same length cannot change them, so zero ablation is used
+    art, rt, data = tracr3
+    gt = set(art.circuit["edges"])
+    res = discover(rt, data, "acdc", {"threshold": 1e-3, "ablation": "zero"}, progress=False)
+    assert rt.graph.promote(res.circuit_edges()) == rt.graph.promote(gt)
+    assert set(res.circuit_edges()) == gt
+
+
+@pytest.mark.parametrize("method", ["eap-ig-inputs", "eap-ig-activations"])
+def test_eap_ig_ranks_the_tracr_case_3_circuit_first(tracr3, method):
+    art, rt, data = tracr3
+    res = discover(rt, data, method, {"ablation": "zero"}, progress=False)
+    assert res.metric == "mae"
+    gt = rt.graph.mask(art.circuit["edges"])
+    s = np.abs(res.scores)
+    assert s[gt].min() > s[~gt].max()

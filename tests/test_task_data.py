@@ -1,0 +1,39 @@
+"""Input pairs for discovery: counterfactual rows and deterministic sampling from meta.json."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cbench.errors import UsageError
+from cbench.task_data import from_rows, sample_pairs
+
+META = {"input_tokens": ["BOS", "a", "b", "c", "x", "PAD"], "bos_token": "BOS", "pad_token": "PAD",
+        "task_type": "numerical", "max_seq_len": 4, "min_seq_len": 2, "causal": True, "output_classes": None}
+
+
+def test_sampling_is_deterministic_and_never_draws_bos_or_pad():
+    a, b = sample_pairs(META, 50, seed=3), sample_pairs(META, 50, seed=3)
+    assert torch.equal(a.base, b.base) and torch.equal(a.source, b.source)
+    assert not torch.equal(a.base, sample_pairs(META, 50, seed=4).base)
+    assert a.base.shape == (50, 4) and (a.base[:, 0] == 0).all() and (a.source[:, 0] == 0).all()
+    assert ((a.base[:, 1:] >= 1) & (a.base[:, 1:] <= 4)).all()
+    assert a.valid[:, 0].logical_not().all() and a.valid[:, 1:].all()
+    assert a.data_block() == {"split": "sampled", "n_examples": 50, "origin": "sampled", "seed": 3}
+    with pytest.raises(UsageError):
+        sample_pairs(META, 0)
+
+
+def test_counterfactual_rows_are_padded_and_labelled():
+    rows = [{"base_ids": [0, 4, 1, 4], "source_ids": [0, 1, 1, 1], "base_label": [1.0, 0.5, 2 / 3]},
+            {"base_ids": [0, 2, 4], "source_ids": [0, 4, 4], "base_label": [0.0, 0.5]}]
+    d = from_rows(rows, META, "validation", dataset="cbench/counterfactuals", revision="v1.0.0")
+    assert d.base.tolist() == [[0, 4, 1, 4], [0, 2, 4, 5]]  # right-padded with PAD
+    assert d.valid.tolist() == [[False, True, True, True], [False, True, True, False]]
+    assert d.labels[0].tolist() == pytest.approx([0.0, 1.0, 0.5, 2 / 3])
+    assert d.labels[1, 1:3].tolist() == pytest.approx([0.0, 0.5])
+    assert d.data_block() == {"split": "validation", "n_examples": 2, "dataset": "cbench/counterfactuals",
+                              "revision": "v1.0.0", "origin": "counterfactuals"}
+    bidirectional = dict(META, causal=False)
+    d2 = from_rows(rows, bidirectional, "validation")  # no padding: the most common length only
+    assert d2.n_examples == 1 and d2.base.shape == (1, 4)
