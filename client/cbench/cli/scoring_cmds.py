@@ -1,0 +1,400 @@
+"""``cbench score``, ``evaluate``, ``test-circuit``, ``adversarial`` and ``bench``.
+
+CASE is a model artifact directory (e.g. ``build/tracr/tracr-case-3``) or a case name the hub
+client resolves (``case-3``, ``tracr-case-3``, ``cbench/case-3@v1.0.0``). Every failure is one
+``error:`` line (the CLI's main turns CbenchError into it); results go to ``--out`` as a
+schema-valid ``cbench/results/v1`` document, written atomically.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
+
+ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
+
+
+# ----------------------------------------------------------------------------- helpers
+def _artifact(case: str, verify: bool = True):
+    from cbench.artifacts import read_model_artifact
+
+    p = Path(case)
+    if p.is_dir():
+        return read_model_artifact(p, verify=verify)
+    if p.exists():
+        raise UsageError(f"{case}: not a model artifact directory")
+    from cbench.loading import load
+
+    return load(case, verify=verify)
+
+
+def _read(path: str):
+    from cbench.validation import read_json
+
+    return read_json(path)
+
+
+def _model_ref(artifact) -> dict:
+    return {"path": str(artifact.path), "case": artifact.case, "kind": artifact.model_kind}
+
+
+def _circuit_edges(path: str, artifact) -> list[str]:
+    """Edges of a circuit file: a circuit document, an edge-scores document (its in_graph
+    edges), a JSON list of edge names, or the word ``truth`` for the case's own circuit."""
+    from cbench import validation
+    from cbench.scoring.ground_truth import circuit_edge_names
+
+    graph = artifact.graph
+    if path in ("truth", "ground-truth"):
+        if not artifact.circuit:
+            raise UsageError(f"case {artifact.case} has no ground-truth circuit")
+        edges = circuit_edge_names(graph, artifact.circuit)
+    else:
+        doc = _read(path)
+        if isinstance(doc, list):
+            edges = doc
+            bad = [e for e in edges if not isinstance(e, str)]
+            if bad:
+                raise SchemaError(f"{path}: a circuit list holds edge names (strings), found {bad[0]!r}")
+        elif isinstance(doc, dict):
+            kind = doc.get("schema")
+            if isinstance(doc.get("case"), str) and str(doc["case"]) != artifact.case:
+                raise UsageError(f"{path} is for case {doc['case']!r}, not case {artifact.case!r}")
+            if kind == "cbench/edge-scores/v1":
+                from cbench.scoring.ground_truth import check_edge_scores
+
+                check_edge_scores(doc, graph, case=artifact.case, source=path)
+                edges = [n for n, e in doc["edges"].items() if e.get("in_graph")]
+            else:
+                violations = validation.validate(doc, "circuit")
+                if violations:
+                    v = violations[0]
+                    more = f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""
+                    raise SchemaError(f"{path}: {v.path}: {v.message}{more}")
+                edges = list(doc["edges"])
+        else:
+            raise SchemaError(f"{path}: a circuit file is a circuit document, an edge-scores document or a list of edge names")
+    from cbench.runtime import edge_names_to_mask
+
+    head_names = set(graph.head_edge_names)
+    for e in edges:
+        if not graph.has_edge(e) and e not in head_names:
+            raise GraphError(f"circuit edge {e!r} is not in the model's graph ({graph.describe()})"
+                             + did_you_mean(str(e), graph.edge_names))
+    if not edges:
+        raise UsageError(f"{path}: the circuit is empty (no edges); there is nothing to test")
+    edge_names_to_mask(graph, edges)
+    return list(edges)
+
+
+def _finish(doc: dict, out: str | None) -> None:
+    if out:
+        from cbench.scoring.report import write_results
+
+        write_results(out, doc)
+        click.echo(f"results written to {out}")
+
+
+def _data_options(f):
+    f = click.option("--n-examples", type=click.IntRange(2, 100_000), default=200, show_default=True,
+                     help="number of (base, source) pairs")(f)
+    f = click.option("--split", default="validation", show_default=True, help="dataset split")(f)
+    f = click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the dataset")(f)
+    f = click.option("--seed", type=int, default=0, show_default=True)(f)
+    return f
+
+
+def _scoring_case(artifact, split, n_examples, sampled, seed):
+    from cbench.scoring.task import case_from_artifact, pair_data
+
+    case = case_from_artifact(artifact)
+    data = pair_data(case, split=split, n=n_examples, seed=seed, sampled=sampled)
+    return case, data
+
+
+# ----------------------------------------------------------------------------- score
+def _auroc(artifact, scores_path: str, signed: bool | None):
+    from cbench.scoring.ground_truth import check_edge_scores, score_against_truth
+
+    doc = _read(scores_path)
+    check_edge_scores(doc, artifact.graph, case=artifact.case, d_model=artifact.config.get("d_model"),
+                      source=scores_path)
+    if not artifact.circuit:
+        raise UsageError(f"case {artifact.case} has no ground-truth circuit to score against")
+    truth = _truth(artifact)
+    return doc, score_against_truth(artifact.graph, doc, truth, signed=signed)
+
+
+def _truth(artifact) -> list[str]:
+    from cbench.scoring.ground_truth import circuit_edge_names
+
+    return circuit_edge_names(artifact.graph, artifact.circuit)
+
+
+def _auroc_lines(artifact, doc, res) -> list[str]:
+    from cbench.scoring.report import fmt
+
+    method = (doc.get("method") or {}).get("name", "?")
+    ep, np_ = res.edge_pr, res.node_pr
+    return [
+        f"case {artifact.case} ({artifact.model_kind}), method {method}: {res.n_true_edges} of {res.n_head_edges} "
+        f"head-level edges and {res.n_true_nodes} of {res.n_nodes} nodes in the ground truth",
+        f"edge AUROC: {fmt(res.edge_auroc)}",
+        f"node AUROC: {fmt(res.node_auroc)}",
+        f"edge precision/recall at the method's circuit: {fmt(ep.precision, 3)} / {fmt(ep.recall, 3)} "
+        f"(tp {ep.tp}, fp {ep.fp}, fn {ep.fn})",
+        f"node precision/recall at the method's circuit: {fmt(np_.precision, 3)} / {fmt(np_.recall, 3)} "
+        f"(tp {np_.tp}, fp {np_.fp}, fn {np_.fn})",
+    ]
+
+
+@click.command("score")
+@click.argument("case")
+@click.argument("scores", type=click.Path(dir_okay=False))
+@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@click.option("--plot", type=click.Path(dir_okay=False), help="draw the edge and node ROC curves to this PNG")
+@click.option("--signed/--absolute", "signed", default=None,
+              help="rank edges by signed score or by |score| (default: signed for mask-logit methods "
+                   "such as sp and edge-sp, |score| otherwise)")
+def score(case, scores, out, plot, signed):
+    """Edge- and node-level ROC/AUROC of SCORES against CASE's ground-truth circuit (q/k/v promoted
+    to heads in both; head score = max |score| over q/k/v)."""
+    from cbench.scoring.report import file_input, plot_roc, results_document
+
+    t0 = time.perf_counter()
+    artifact = _artifact(case)
+    doc, res = _auroc(artifact, scores, signed)
+    for line in _auroc_lines(artifact, doc, res):
+        click.echo(line)
+    if plot:
+        plot_roc(plot, {"edges": (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc),
+                        "nodes": (res.node_roc.fpr, res.node_roc.tpr, res.node_auroc)},
+                 f"case {artifact.case}: {(doc.get('method') or {}).get('name', '?')} vs ground truth")
+        click.echo(f"ROC plot written to {plot}")
+    if out:
+        rdoc = results_document("auroc", res.to_dict(), {"scores": file_input(scores), "model": _model_ref(artifact),
+                                                         "method": doc.get("method")},
+                                case=artifact.case, runtime_s=time.perf_counter() - t0)
+        _finish(rdoc, out)
+
+
+# ----------------------------------------------------------------------------- evaluate
+@click.command("evaluate")
+@click.argument("submission", type=click.Path(dir_okay=False))
+@click.option("--case", "case_arg", help="model artifact directory or case name (default: the submission's model repo)")
+@click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
+@click.option("--metric", default=None, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
+@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@_data_options
+def evaluate(submission, case_arg, ablation, metric, out, n_examples, split, sampled, seed):
+    """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
+    AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
+    selections, CMD for absolute ones) for a circuits-at-sizes file."""
+    from cbench import validation
+    from cbench.scoring.report import file_input, fmt, results_document
+
+    t0 = time.perf_counter()
+    doc = _read(submission)
+    kind = doc.get("schema") if isinstance(doc, dict) else None
+    kind = "circuits-at-sizes" if kind == "cbench/circuits-at-sizes/v1" else "edge-scores"
+    violations = validation.validate(doc, kind)
+    if violations:
+        v = violations[0]
+        more = f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""
+        raise SchemaError(f"{submission}: {v.path}: {v.message}{more}")
+    if case_arg is None:
+        model = doc.get("model") or {}
+        repo, rev = model.get("repo"), model.get("revision")
+        if not repo:
+            raise UsageError(f"{submission} names no model repo; pass --case (an artifact directory or case name)")
+        case_arg = f"{repo}@{rev}" if rev else repo
+    artifact = _artifact(case_arg)
+    if str(doc.get("case")) != artifact.case:
+        raise UsageError(f"{submission} is for case {doc.get('case')!r}, not case {artifact.case!r}")
+    results: dict = {}
+    if kind == "edge-scores":
+        from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
+
+        res = None
+        if artifact.circuit:
+            doc, res = _auroc(artifact, submission, signed=None)
+            for line in _auroc_lines(artifact, doc, res):
+                click.echo(line)
+            results["auroc"] = res.to_dict(curves=False)
+        else:
+            from cbench.scoring.ground_truth import check_edge_scores
+
+            check_edge_scores(doc, artifact.graph, case=artifact.case, source=submission)
+        case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+        faith = evaluate_faithfulness(case, data, edge_score_vector(artifact.graph, doc), ablation=ablation,
+                                      metric=metric)
+        click.echo(f"CPR: {fmt(faith.cpr)}")
+        click.echo(f"CMD: {fmt(faith.cmd)}")
+        click.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples)")
+        for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
+            click.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
+        results["faithfulness"] = faith.to_dict()
+    else:
+        import numpy as np
+
+        from cbench.scoring.faithfulness import faithfulness_of_circuits
+
+        graph_violations = validation.check_against_graph(doc, artifact.graph, case=artifact.case,
+                                                          kind="circuits-at-sizes")
+        if graph_violations:
+            v = graph_violations[0]
+            raise SchemaError(f"{submission}: {v.path}: {v.message}")
+        circuits = sorted(doc["circuits"], key=lambda c: c["fraction"])
+        grid = [float(c["fraction"]) for c in circuits]
+        masks = np.stack([artifact.graph.mask(c["edges"]) for c in circuits])
+        case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+        selection = doc.get("selection")
+        curve = faithfulness_of_circuits(case, data, masks, grid, ablation=ablation, metric=metric,
+                                         absolute=selection == "absolute")
+        if selection != "absolute":
+            click.echo(f"CPR: {fmt(curve.area)}" + ("" if selection else " (area under f; selection not stated)"))
+        if selection != "signed":
+            click.echo(f"CMD: {fmt(curve.distance)}" + ("" if selection else " (area between f and 1)"))
+        click.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
+        results["faithfulness"] = {"curve": curve.to_dict(), "ablation": ablation, "selection": selection,
+                                   "cpr": curve.area if selection != "absolute" else None,
+                                   "cmd": curve.distance if selection != "signed" else None}
+    rdoc = results_document("evaluation", results, {"submission": file_input(submission), "model": _model_ref(artifact),
+                                                    "method": doc.get("method"),
+                                                    "data": {"split": split, "n_examples": data.n_examples}},
+                            case=artifact.case, runtime_s=time.perf_counter() - t0)
+    _finish(rdoc, out)
+
+
+# ----------------------------------------------------------------------------- test-circuit
+TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "partial-necessity")
+
+
+@click.command("test-circuit")
+@click.argument("case")
+@click.argument("circuit")
+@click.option("--test", "tests", multiple=True, required=True,
+              type=click.Choice(TEST_NAMES + ("all",)), help="which test (repeatable; 'all' runs the five)")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
+@click.option("--q-star", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True)
+@click.option("--epsilon", type=click.FloatRange(0, 0.5, min_open=True, max_open=True), default=0.1, show_default=True)
+@click.option("--n-random", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@click.option("--n-permutations", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
+@click.option("--n-reference", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
+              help="reference edges drawn for minimality")
+@click.option("--reference", type=click.Choice(["model", "complement"]), default="model", show_default=True,
+              help="where partial necessity draws random circuits from")
+@click.option("--ablation", type=ABLATION_CHOICE, default=None,
+              help="how edges outside the circuit are ablated (default: zero for Tracr models, as the paper "
+                   "does for its Tracr circuits; resample otherwise)")
+@click.option("--metric", default=None, help="per-example score: ce (categorical), mae or mse (numerical)")
+@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@_data_options
+def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
+                 ablation, metric, out, n_examples, split, sampled, seed):
+    """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
+    edges, a list of edge names, or 'truth') on CASE."""
+    from cbench.scoring import hypothesis_tests as H
+    from cbench.scoring.report import file_input, fmt, results_document
+
+    t0 = time.perf_counter()
+    artifact = _artifact(case)
+    edges = _circuit_edges(circuit, artifact)
+    if ablation is None:
+        ablation = "zero" if artifact.model_kind == "tracr" else "resample"
+        click.echo(f"ablation: {ablation} (default for {artifact.model_kind} models; --ablation to change)")
+    names = TEST_NAMES if "all" in tests else tuple(dict.fromkeys(tests))
+    sc_case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+    scorer = H._Scorer(sc_case, data, ablation, metric)
+    options = {
+        "equivalence": dict(epsilon=epsilon, alpha=alpha, ablation=ablation, metric=metric),
+        "independence": dict(n_permutations=n_permutations, alpha=alpha, ablation=ablation, metric=metric, seed=seed),
+        "minimality": dict(q_star=q_star, alpha=alpha, n_reference=n_reference, ablation=ablation, metric=metric, seed=seed),
+        "sufficiency": dict(q_star=q_star, alpha=alpha, n_random=n_random, ablation=ablation, metric=metric, seed=seed),
+        "partial-necessity": dict(q_star=q_star, alpha=alpha, n_random=n_random, reference=reference, ablation=ablation,
+                                  metric=metric, seed=seed),
+    }
+    results = {}
+    for name in names:
+        r = H._FUNCS[name](sc_case, data, edges, _scorer=scorer, **options[name])
+        results[name] = r.to_dict()
+        click.echo(f"{name}: {r.decision} (statistic {fmt(r.statistic)}, p-value {fmt(r.p_value, 4)}, "
+                   f"null {'rejected' if r.null_rejected else 'retained'} at alpha {alpha}; "
+                   + ", ".join(f"{k} {v}" for k, v in r.sizes.items() if not isinstance(v, dict)) + ")")
+        if name == "minimality" and r.details.get("unnecessary_edges"):
+            click.echo("  unnecessary edges: " + ", ".join(r.details["unnecessary_edges"][:10]))
+    if out:
+        circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
+        rdoc = results_document("hypothesis-test", {"tests": results},
+                                {"circuit": circuit_input, "model": _model_ref(artifact),
+                                 "data": {"split": split, "n_examples": data.n_examples}},
+                                case=artifact.case, runtime_s=time.perf_counter() - t0)
+        _finish(rdoc, out)
+
+
+# ----------------------------------------------------------------------------- adversarial
+@click.command("adversarial")
+@click.argument("case")
+@click.argument("circuit")
+@click.option("--k", "k_worst", type=click.IntRange(0, 1000), default=10, show_default=True, help="worst pairs to show")
+@click.option("--percentile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
+@click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
+@click.option("--metric", default=None, help="kl (categorical) or l2 (numerical)")
+@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@_data_options
+def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):
+    """Distribution of KL(model || circuit) over every base x source pair of a split, its
+    percentiles (raw and z-scores), the worst pairs, and the sample size for a percentile bound."""
+    from cbench.scoring.adversarial import adversarial_evaluation
+    from cbench.scoring.report import file_input, fmt, results_document
+    from cbench.scoring.task import circuit_mask
+
+    t0 = time.perf_counter()
+    if percentile + margin >= 1:
+        raise UsageError(f"--percentile + --margin must be below 1 (got {percentile} + {margin})")
+    artifact = _artifact(case)
+    edges = _circuit_edges(circuit, artifact)
+    sc_case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+    res = adversarial_evaluation(sc_case, data, circuit_mask(artifact.graph, edges), k_worst=k_worst, metric=metric,
+                                 percentile=percentile, confidence=confidence, margin=margin)
+    raw, z = res.summary["raw"], res.summary["z"]
+    click.echo(f"{res.metric} over {raw['count']} pairs ({res.n_base} bases x {res.n_source} sources)")
+    click.echo(f"{'':>8} {'value':>12} {'z-score':>9}")
+    for key in raw:
+        zv = z.get(key)
+        click.echo(f"{key:>8} {format(raw[key], '.6g') if isinstance(raw[key], float) else raw[key]:>12} "
+                   f"{fmt(zv, 2) if key in z else '':>9}")
+    for w in res.worst:
+        tops = (f"model {w.get('model_top')} / circuit {w.get('circuit_top')}" if "model_top" in w
+                else f"model {w.get('model_output')} / circuit {w.get('circuit_output')}")
+        click.echo(f"#{w['rank']} {w['value']:.6g}: base {w['base']} source {w['source']}: {tops}")
+    ss = res.sample_size
+    click.echo(f"sample size: {ss['n']} i.i.d. inputs bound the {ss['percentile']:g} quantile with confidence "
+               f"{ss['confidence']:g} at margin {ss['margin']:g} (order statistic #{ss['order_statistic']})")
+    if out:
+        circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
+        rdoc = results_document("adversarial", res.to_dict(), {"circuit": circuit_input, "model": _model_ref(artifact),
+                                                               "data": {"split": split, "n_examples": data.n_examples}},
+                                case=artifact.case, runtime_s=time.perf_counter() - t0)
+        _finish(rdoc, out)
+
+
+# ----------------------------------------------------------------------------- bench
+@click.command("bench")
+@click.option("--cases", default="main", show_default=True, help="'main' or a comma-separated list like 3,33")
+@click.option("--methods", default=None, help="comma-separated methods (default: all)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="results directory")
+@click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
+@click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
+@click.option("--seed", type=int, default=0, show_default=True)
+def bench(cases, methods, out_dir, n_examples, sampled, seed):
+    """Run discovery methods on cases, score them against the ground truth and write a report
+    directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
+    from cbench.scoring.bench import run_bench
+
+    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)

@@ -1,0 +1,284 @@
+"""``cbench bench``: every discovery method on every case, scored against the ground truth.
+
+Layout of the results directory (``--out DIR``)::
+
+    DIR/scores/<case>/<method>.json   edge-scores document of each run (written atomically)
+    DIR/failures/<case>/<method>.txt  the one-line error of a run that failed
+    DIR/results.json                  cbench/results/v1, kind "bench"
+    DIR/table.md                      AUROC per case and method, mean and spread; Mann-Whitney U
+                                      p-values and Vargha-Delaney A12 between methods (InterpBench
+                                      tables 8-9)
+    DIR/auroc_boxplot.png, DIR/diff_to_acdc.png, DIR/roc_<case>.png
+
+Resumable: a (case, method) whose scores file exists and is valid is not run again, so a killed
+run continues where it stopped. Cases: ``main`` (InterpBench's 16 main cases) or a comma list of
+case ids, case names or artifact directories; a case id resolves to the SIIT model ``case-<id>``
+and falls back to the Tracr model ``tracr-case-<id>``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from cbench.errors import CbenchError, UsageError
+
+MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
+DEFAULT_METHODS = ("acdc", "eap", "eap-ig-inputs", "eap-ig-activations", "sp", "edge-sp", "random")
+
+
+def _parse_cases(cases: str) -> list[str]:
+    if cases.strip() == "main":
+        return list(MAIN_CASES)
+    out = [c.strip() for c in cases.split(",") if c.strip()]
+    if not out:
+        raise UsageError("--cases is empty; give 'main' or a list like 3,33")
+    return out
+
+
+def _parse_methods(methods: str | None) -> list[str]:
+    from cbench.discovery import method_spec
+
+    if not methods:
+        return list(DEFAULT_METHODS)
+    out = [m.strip() for m in methods.split(",") if m.strip()]
+    for m in out:
+        method_spec(m)  # one clear line for an unknown method
+    return out
+
+
+def _resolve(case: str):
+    """(label, artifact) for a case id, case name or artifact directory."""
+    from cbench.artifacts import read_model_artifact
+
+    p = Path(case)
+    if p.is_dir():
+        art = read_model_artifact(p)
+        return art.case, art
+    from cbench.loading import load
+
+    if case.isdigit():
+        errors = []
+        for name in (f"case-{case}", f"tracr-case-{case}"):
+            try:
+                return case, load(name)
+            except CbenchError as exc:
+                errors.append(f"{name}: {exc}")
+        raise CbenchError(f"case {case}: no model could be loaded ({'; '.join(errors)})")
+    art = load(case)
+    return art.case, art
+
+
+def _atomic_json(path: Path, doc) -> None:
+    from cbench.scoring.report import write_bytes_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def _load_existing(path: Path, graph, case: str):
+    from cbench.scoring.ground_truth import check_edge_scores
+    from cbench.validation import read_json
+
+    if not path.is_file():
+        return None
+    try:
+        doc = read_json(path)
+        check_edge_scores(doc, graph, case=case, source=str(path))
+        return doc
+    except CbenchError:
+        return None  # half-written or stale: run again
+
+
+def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
+              seed: int = 0, echo: Callable[[str], None] = print) -> dict:
+    from cbench.discovery import discover, to_edge_scores_document
+    from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
+    from cbench.scoring.report import results_document, write_results
+    from cbench.scoring.task import case_from_artifact, pair_data
+
+    t0 = time.perf_counter()
+    case_list, method_list = _parse_cases(cases), _parse_methods(methods)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
+    auroc: dict[str, dict[str, float | None]] = {}
+    node_auroc: dict[str, dict[str, float | None]] = {}
+    rocs: dict[str, dict[str, tuple]] = {}
+    failures: dict[str, dict[str, str]] = {}
+    timings: dict[str, dict[str, float | None]] = {}
+    models: dict[str, str] = {}
+    for case_arg in case_list:
+        try:
+            label, artifact = _resolve(case_arg)
+        except CbenchError as exc:
+            echo(f"case {case_arg}: skipped ({exc})")
+            failures.setdefault(case_arg, {})["*"] = str(exc)
+            continue
+        models[label] = str(artifact.path)
+        if not artifact.circuit:
+            echo(f"case {label}: skipped (no ground-truth circuit)")
+            failures.setdefault(label, {})["*"] = "no ground-truth circuit"
+            continue
+        graph = artifact.graph
+        truth = circuit_edge_names(graph, artifact.circuit)
+        sc = data = None
+        for method in method_list:
+            path = out / "scores" / label / f"{method}.json"
+            doc = _load_existing(path, graph, label)
+            if doc is None:
+                try:
+                    if sc is None:
+                        sc = case_from_artifact(artifact)
+                        data = pair_data(sc, n=n_examples, seed=seed, sampled=sampled)
+                    result = discover(sc.runtime, data, method, progress=False)
+                    doc = to_edge_scores_document(result, label, {"repo": None, "revision": None,
+                                                                  "kind": artifact.model_kind},
+                                                  d_model=artifact.config.get("d_model"))
+                    _atomic_json(path, doc)
+                    (out / "failures" / label / f"{method}.txt").unlink(missing_ok=True)
+                except Exception as exc:  # noqa: BLE001 - one failed run must not end a long bench
+                    if not isinstance(exc, CbenchError):
+                        exc = f"internal error: {type(exc).__name__}: {exc}"
+                    echo(f"case {label}, {method}: failed ({exc})")
+                    failures.setdefault(label, {})[method] = str(exc)
+                    fp = out / "failures" / label / f"{method}.txt"
+                    fp.parent.mkdir(parents=True, exist_ok=True)
+                    fp.write_text(str(exc) + "\n")
+                    continue
+            res = score_against_truth(graph, doc, truth)
+            auroc.setdefault(label, {})[method] = res.edge_auroc
+            node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
+            timings.setdefault(label, {})[method] = doc.get("runtime_s")
+            rocs.setdefault(label, {})[method] = (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc)
+            echo(f"case {label}, {method}: edge AUROC {res.edge_auroc:.4f}")
+    order = sorted(auroc, key=_case_key)
+    auroc = {c: auroc[c] for c in order}
+    node_auroc = {c: node_auroc[c] for c in sorted(node_auroc, key=_case_key)}
+    rocs = {c: rocs[c] for c in sorted(rocs, key=_case_key)}
+    stats = _method_stats(auroc, method_list)
+    table = _markdown(auroc, node_auroc, method_list, stats, time.perf_counter() - t0)
+    (out / "table.md").write_text(table)
+    if not auroc:
+        raise CbenchError("no case could be scored: " + "; ".join(
+            f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
+    plots = _plots(out, auroc, rocs, method_list)
+    wall = time.perf_counter() - t0
+    doc = results_document("bench", {"auroc": auroc, "node_auroc": node_auroc, "method_runtime_s": timings,
+                                     "summary": stats["summary"], "mann_whitney_p": stats["p"], "a12": stats["a12"],
+                                     "failures": failures, "plots": plots, "wall_time_s": wall},
+                           {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
+                            "sampled": sampled, "seed": seed},
+                           cases=list(auroc), runtime_s=wall)
+    write_results(out / "results.json", doc)
+    echo(table)
+    echo(f"bench results written to {out} ({wall:.1f} s)")
+    return doc
+
+
+def _case_key(case: str):
+    return (0, int(case), "") if str(case).isdigit() else (1, 0, str(case))
+
+
+def _method_stats(auroc: dict, methods: list[str]) -> dict:
+    from cbench.scoring.statistics import mann_whitney
+
+    per_method = {m: [auroc[c][m] for c in auroc if auroc[c].get(m) is not None] for m in methods}
+    summary = {m: ({"n": len(v), "mean": float(np.mean(v)), "std": float(np.std(v)), "median": float(np.median(v))}
+                   if v else {"n": 0}) for m, v in per_method.items()}
+    p: dict = {}
+    a12: dict = {}
+    for i, a in enumerate(methods):
+        for b in methods[i + 1:]:
+            if per_method[a] and per_method[b]:
+                r = mann_whitney(per_method[a], per_method[b])
+                p.setdefault(a, {})[b] = r.p_value
+                a12.setdefault(a, {})[b] = r.a12
+    return {"summary": summary, "p": p, "a12": a12}
+
+
+def _markdown(auroc, node_auroc, methods, stats, wall) -> str:
+    def f(x, d=3):
+        return "–" if x is None else f"{x:.{d}f}"
+
+    lines = ["# cbench bench", "", "Edge AUROC against the ground truth (q/k/v promoted to heads; head score = max |score| "
+             "over q/k/v, signed for mask-logit methods such as sp and edge-sp).", "",
+             "| case | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for c in auroc:
+        lines.append(f"| {c} | " + " | ".join(f(auroc[c].get(m)) for m in methods) + " |")
+    s = stats["summary"]
+    lines.append("| **mean** | " + " | ".join(f(s[m].get("mean")) for m in methods) + " |")
+    lines.append("| **std** | " + " | ".join(f(s[m].get("std")) for m in methods) + " |")
+    lines += ["", "Node AUROC:", "", "| case | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for c in node_auroc:
+        lines.append(f"| {c} | " + " | ".join(f(node_auroc[c].get(m)) for m in methods) + " |")
+    for title, key, digits in (("Wilcoxon-Mann-Whitney U p-values (two-sided)", "p", 4),
+                               ("Vargha-Delaney A12 (row method better than column when > 0.5)", "a12", 3)):
+        lines += ["", f"{title}:", "", "| | " + " | ".join(methods[1:]) + " |", "|---|" + "---|" * (len(methods) - 1)]
+        for i, a in enumerate(methods[:-1]):
+            row = [("" if j <= i else f(stats[key].get(a, {}).get(b), digits)) for j, b in enumerate(methods[1:], start=1)]
+            lines.append(f"| {a} | " + " | ".join(row) + " |")
+    lines += ["", f"Wall time: {wall:.1f} s.", ""]
+    return "\n".join(lines)
+
+
+def _plots(out: Path, auroc, rocs, methods) -> list[str]:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cbench.scoring.report import plot_roc, write_bytes_atomic
+
+    written = []
+
+    def save(fig, name):
+        buf = io.BytesIO()
+        fig.tight_layout()
+        fig.savefig(buf, format="png")
+        plt.close(fig)
+        write_bytes_atomic(out / name, buf.getvalue())
+        written.append(name)
+
+    data = [[auroc[c][m] for c in auroc if auroc[c].get(m) is not None] for m in methods]
+    if any(data):
+        fig, ax = plt.subplots(figsize=(1.2 * len(methods) + 2, 4), dpi=110)
+        ax.boxplot([d if d else [np.nan] for d in data])
+        ax.set_xticks(range(1, len(methods) + 1), methods)
+        for i, d in enumerate(data, start=1):
+            ax.scatter(np.full(len(d), i) + np.random.default_rng(i).uniform(-0.12, 0.12, len(d)), d, s=10, alpha=0.6)
+        ax.set_ylabel("edge AUROC")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title("edge AUROC per method over cases")
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+        save(fig, "auroc_boxplot.png")
+    if "acdc" in methods and auroc:
+        others = [m for m in methods if m != "acdc"]
+        cases = [c for c in auroc if auroc[c].get("acdc") is not None]
+        if others and cases:
+            fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(cases) + 2), 4), dpi=110)
+            width = 0.8 / len(others)
+            x = np.arange(len(cases))
+            for i, m in enumerate(others):
+                diffs = [(auroc[c].get(m) - auroc[c]["acdc"]) if auroc[c].get(m) is not None else np.nan for c in cases]
+                ax.bar(x + i * width - 0.4 + width / 2, diffs, width, label=m)
+            ax.axhline(0, c="k", lw=0.8)
+            ax.set_xticks(x, cases)
+            ax.set_xlabel("case")
+            ax.set_ylabel("AUROC − ACDC's AUROC")
+            ax.legend(fontsize=7)
+            save(fig, "diff_to_acdc.png")
+    for c, curves in rocs.items():
+        name = f"roc_{c}.png"
+        plot_roc(out / name, curves, f"case {c}: edge ROC per method")
+        written.append(name)
+    return written

@@ -1,0 +1,173 @@
+"""Faithfulness at MIB's circuit sizes, and its integrals CPR and CMD (MIB section 3.1).
+
+* Circuit sizes: k ∈ {.001, .002, .005, .01, .02, .05, .1, .2, .5, 1}, a fraction of the
+  graph's (q/k/v-level) edges. C_k holds the top ⌊k·n⌋ edges — **at least one edge** when
+  k·n < 1, so that the smallest sizes of a small model are not all the empty circuit (MIB only
+  requires |C_k|/|N| ≤ k; its models have tens of thousands of edges, ours may have 30).
+  CPR circuits rank edges by their **signed** score, CMD circuits by **|score|**; ties keep the
+  graph's edge order (stable sort).
+* f(C) = (m(C) − m(∅)) / (m(N) − m(∅)), where m is minus a loss on the base inputs, averaged
+  over examples (BOS excluded). By default the loss compares with the **full model's outputs**:
+  KL(M(x) ‖ C(x)) for categorical tasks, the squared difference (``l2``) for numerical ones. Then
+  m(N) = 0 and f = 1 − loss(C)/loss(∅): the share of the empty circuit's divergence from the
+  model that C recovers — defined whenever ablating everything changes the output, and never
+  dividing by a gap that is only noise, as a loss against labels can when the model is already
+  at the labels' loss floor. Any metric of :mod:`cbench.metrics` (``ce``, ``mae``, ``mse``
+  against the labels, or the clean model's outputs when the data has none) can be chosen instead.
+* Edges outside C are ablated with ``resample`` (the paired source input's activations: MIB's
+  counterfactual ablation, the default), ``mean`` (per-position mean over the base inputs) or
+  ``zero``. m(N) is the unablated model; m(∅) ablates every edge.
+* CPR = ∫ f dk and CMD = ∫ |1 − f| dk by the trapezoid rule on the grid points (from k = .001
+  to k = 1; no extra point at k = 0).
+
+Every circuit and the two ends run as one batch of masks through the runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from cbench.errors import UsageError
+from cbench.scoring.statistics import trapezoid
+
+__all__ = ["SIZE_GRID", "edges_at_size", "circuits_at_sizes", "FaithfulnessCurve", "faithfulness_curve",
+           "FaithfulnessResult", "evaluate_faithfulness", "task_metric", "edge_score_vector",
+           "faithfulness_of_circuits"]
+
+SIZE_GRID: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def edges_at_size(n_edges: int, k: float) -> int:
+    """⌊k·n⌋ edges, at least 1 (see the module docstring)."""
+    return max(1, min(n_edges, int(math.floor(k * n_edges + 1e-9))))
+
+
+def circuits_at_sizes(scores, grid: Sequence[float] = SIZE_GRID, absolute: bool = False) -> np.ndarray:
+    """Boolean masks ``[len(grid), n_edges]``: the top edges by signed (or absolute) score."""
+    s = np.asarray(scores, dtype=np.float64)
+    if not np.all(np.isfinite(s)):
+        raise UsageError("edge scores must be finite numbers")
+    key = np.abs(s) if absolute else s
+    order = np.argsort(-key, kind="stable")
+    out = np.zeros((len(grid), s.size), dtype=bool)
+    for i, k in enumerate(grid):
+        out[i, order[:edges_at_size(s.size, k)]] = True
+    return out
+
+
+def edge_score_vector(graph, doc: Mapping) -> np.ndarray:
+    """Scores of an edge-scores document in ``graph.edges`` order."""
+    edges = doc["edges"]
+    return np.array([float(edges[name]["score"]) for name in graph.edge_names], dtype=np.float64)
+
+
+def task_metric(case, data, metric: str | None = None):
+    """The loss m is built from: a :class:`cbench.metrics.Metric` bound to the data's labels
+    (or the clean model's outputs)."""
+    from cbench import metrics as M
+
+    name = metric or ("kl" if case.task_type == "categorical" else "l2")
+    M.check_metric(name, case.task_type)
+    if name == "logit_diff":
+        raise UsageError("faithfulness here supports kl, l2, ce, mae and mse (logit_diff needs answer pairs)")
+    clean = case.runtime.clean(data.base)
+    labels = None if name in ("kl", "l2") else data.labels
+    return M.make_metric(name, case.task_type, clean_outputs=clean, labels=labels,
+                         valid=getattr(data, "valid", None)), clean
+
+
+@dataclass(frozen=True)
+class FaithfulnessCurve:
+    grid: tuple[float, ...]
+    n_edges: tuple[int, ...]  # edges in each C_k
+    f: tuple[float, ...]
+    m_full: float
+    m_empty: float
+    m_circuits: tuple[float, ...]
+    absolute: bool
+
+    @property
+    def area(self) -> float:
+        """∫ f dk (CPR when the circuits are signed-score circuits)."""
+        return trapezoid(self.f, self.grid)
+
+    @property
+    def distance(self) -> float:
+        """∫ |1 − f| dk (CMD when the circuits are absolute-score circuits)."""
+        return trapezoid([abs(1 - v) for v in self.f], self.grid)
+
+    def to_dict(self) -> dict:
+        clean = lambda x: None if isinstance(x, float) and not math.isfinite(x) else x  # noqa: E731
+        return {"grid": list(self.grid), "n_edges": list(self.n_edges), "f": [clean(v) for v in self.f],
+                "m_full": clean(self.m_full), "m_empty": clean(self.m_empty),
+                "ranking": "absolute" if self.absolute else "signed"}
+
+
+def faithfulness_curve(case, data, scores, absolute: bool = False, ablation: str = "resample",
+                       metric: str | None = None, grid: Sequence[float] = SIZE_GRID,
+                       positional: bool = True, _bound=None) -> FaithfulnessCurve:
+    """f(C_k) for every k of ``grid`` (see the module docstring)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    case.graph.check_mask(scores)
+    masks = circuits_at_sizes(scores, grid, absolute=absolute)
+    return faithfulness_of_circuits(case, data, masks, grid, ablation, metric, positional, absolute, _bound)
+
+
+def faithfulness_of_circuits(case, data, masks: np.ndarray, grid: Sequence[float], ablation: str = "resample",
+                             metric: str | None = None, positional: bool = True, absolute: bool = False,
+                             _bound=None) -> FaithfulnessCurve:
+    """f of given circuits (boolean masks ``[len(grid), n_edges]``, e.g. a circuits-at-sizes
+    submission), one per size of ``grid``."""
+    rt = case.runtime
+    graph = case.graph
+    masks = np.atleast_2d(np.asarray(masks, dtype=bool))
+    if masks.shape != (len(grid), graph.n_edges):
+        raise UsageError(f"need one circuit per size: masks of shape ({len(grid)}, {graph.n_edges}), got {masks.shape}")
+    all_masks = np.concatenate([np.zeros((1, graph.n_edges), bool), masks, np.ones((1, graph.n_edges), bool)])
+    metric_fn, _ = _bound if _bound is not None else task_metric(case, data, metric)
+    with torch.no_grad():
+        outs = rt.run_masks(data.base, torch.as_tensor(all_masks, dtype=torch.float32), source=data.source,
+                            ablation=ablation, reference=data.base, positional=positional)
+        losses = metric_fn(outs).double().cpu().numpy()
+    m = -losses
+    m_empty, m_full = float(m[0]), float(m[-1])
+    gap = m_full - m_empty
+    if abs(gap) <= 1e-12 * max(1.0, abs(m_full)):
+        f = [math.nan] * len(grid)
+    else:
+        f = [float((v - m_empty) / gap) for v in m[1:-1]]
+    return FaithfulnessCurve(tuple(float(k) for k in grid), tuple(int(x) for x in masks.sum(1)), tuple(f),
+                             m_full, m_empty, tuple(float(v) for v in m[1:-1]), absolute)
+
+
+@dataclass(frozen=True)
+class FaithfulnessResult:
+    cpr: float
+    cmd: float
+    cpr_curve: FaithfulnessCurve
+    cmd_curve: FaithfulnessCurve
+    ablation: str
+    metric: str
+    n_examples: int
+
+    def to_dict(self) -> dict:
+        clean = lambda x: None if not math.isfinite(x) else x  # noqa: E731
+        return {"cpr": clean(self.cpr), "cmd": clean(self.cmd), "ablation": self.ablation, "metric": self.metric,
+                "n_examples": self.n_examples, "cpr_curve": self.cpr_curve.to_dict(),
+                "cmd_curve": self.cmd_curve.to_dict(),
+                "integration": "trapezoid over k in " + ", ".join(f"{k:g}" for k in self.cpr_curve.grid)}
+
+
+def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric: str | None = None,
+                          grid: Sequence[float] = SIZE_GRID, positional: bool = True) -> FaithfulnessResult:
+    """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector."""
+    bound = task_metric(case, data, metric)
+    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound)
+    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound)
+    return FaithfulnessResult(cpr_curve.area, cmd_curve.distance, cpr_curve, cmd_curve, ablation,
+                              bound[0].name, data.n_examples)

@@ -1,0 +1,282 @@
+"""Scoring an edge-scores document against a case's ground-truth circuit (InterpBench appendix D).
+
+The rules, in one place:
+
+* **Promotion.** Discovery methods score edges at q/k/v granularity (``input->a1.h0<q>``), but a
+  trained model may solve a task through its QK or its OV circuit, so InterpBench promotes q/k/v
+  to whole heads in *both* circuits before comparing. A head-level edge ``src->a1.h0`` is in the
+  ground truth if any of its q/k/v edges is; its **score is the largest |score| over its q/k/v
+  edges** (edges into MLPs and logits keep |score|). Ranking by magnitude treats a strongly
+  negative edge as important, as ACDC's and EAP's thresholds do. Methods whose scores are mask
+  **logits** (``sp``, ``edge-sp``: negative = pruned) are ranked by the **signed** score (max
+  over q/k/v), since there a large negative value means "surely not in the circuit"; a document
+  can also say so with ``method.score_kind: "signed"`` (or ``"absolute"``), and ``signed=``
+  overrides both.
+* **Edge ROC/AUROC** is over all head-level edges of the graph, with ties as one threshold.
+* **Nodes** are the heads and MLPs (``input`` and ``logits`` are in every circuit, so they are
+  left out of node ROC). A node is in the ground truth if a ground-truth edge touches it. A node's
+  score is the largest head-level edge score over the edges into or out of it; for a node-level
+  method (the document gives a numeric ``score`` for every head and MLP in ``nodes``) the
+  given node scores are used as they are.
+* **Precision/recall** at the method's own circuit (``in_graph``): a head-level edge is in it if
+  any of its q/k/v edges is; nodes from ``nodes[*].in_graph`` (or, when the document gives no
+  node flags, the nodes its in_graph edges touch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from cbench.errors import GraphError, SchemaError, UsageError
+from cbench.graph import Graph, parse_edge_name, promote_edge_name
+from cbench.scoring.statistics import PrecisionRecall, RocCurve, precision_recall, roc_curve
+
+__all__ = ["GroundTruthScore", "truth_head_edges", "head_level_scores", "node_scores_from_edges",
+           "node_scores_given", "in_graph_head_edges", "in_graph_nodes", "scored_nodes",
+           "check_edge_scores", "score_against_truth", "circuit_edge_names", "signed_ranking"]
+
+
+def scored_nodes(graph: Graph) -> list[str]:
+    """The nodes node-level ROC ranks: every head and MLP (not input, not logits)."""
+    return [n.name for n in graph.nodes if n.kind in ("head", "mlp")]
+
+
+def circuit_edge_names(graph: Graph, circuit: Mapping) -> list[str]:
+    """The edge list of a circuit document, checked against the graph (q/k/v or head names)."""
+    edges = circuit.get("edges") if isinstance(circuit, Mapping) else None
+    if not isinstance(edges, (list, tuple)):
+        raise SchemaError("the circuit has no 'edges' list")
+    head = circuit.get("granularity") == "head"
+    known = set(graph.head_edge_names) if head else None
+    for name in edges:
+        if head:
+            if name not in known:
+                raise GraphError(f"circuit edge {name!r} is not a head-level edge of the model's graph "
+                                 f"({graph.describe()})")
+        else:
+            graph.edge_index(name)
+    return list(edges)
+
+
+def truth_head_edges(graph: Graph, circuit_edges: Iterable[str]) -> set[str]:
+    """Ground-truth edges promoted to heads (names may already be head-level)."""
+    heads = set(graph.head_edge_names)
+    out = set()
+    for name in circuit_edges:
+        promoted = promote_edge_name(name)
+        if promoted not in heads:
+            raise GraphError(f"ground-truth edge {name!r} is not in the model's graph ({graph.describe()})")
+        out.add(promoted)
+    return out
+
+
+def _edge_vector(graph: Graph, doc: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, in_graph) over ``graph.edges`` from an edge-scores document."""
+    edges = doc["edges"]
+    scores = np.empty(graph.n_edges, dtype=np.float64)
+    flags = np.zeros(graph.n_edges, dtype=bool)
+    for i, name in enumerate(graph.edge_names):
+        entry = edges[name]
+        scores[i] = float(entry["score"])
+        flags[i] = bool(entry.get("in_graph", False))
+    return scores, flags
+
+
+def head_level_scores(graph: Graph, scores: np.ndarray, signed: bool = False) -> np.ndarray:
+    """Scores over ``graph.head_edge_names``: max |score| over q/k/v (or max signed score)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    graph.check_mask(scores)
+    index = {n: i for i, n in enumerate(graph.head_edge_names)}
+    out = np.full(len(index), -np.inf)
+    vals = scores if signed else np.abs(scores)
+    for e, v in zip(graph.edges, vals):
+        j = index[f"{e.src}->{e.dst}"]
+        if v > out[j]:
+            out[j] = v
+    return out
+
+
+def node_scores_from_edges(graph: Graph, head_scores: np.ndarray) -> np.ndarray:
+    """Per scored node: the largest head-level edge score over the edges into or out of it."""
+    nodes = scored_nodes(graph)
+    where = {n: i for i, n in enumerate(nodes)}
+    out = np.full(len(nodes), -np.inf)
+    for name, v in zip(graph.head_edge_names, head_scores):
+        src, dst, _ = parse_edge_name(name)
+        for end in (src, dst):
+            j = where.get(end)
+            if j is not None and v > out[j]:
+                out[j] = v
+    return out
+
+
+SIGNED_METHODS = frozenset({"sp", "edge-sp", "node-sp", "edgewise-sp", "subnetwork-probing"})
+
+
+def signed_ranking(doc: Mapping) -> bool:
+    """Whether a document's scores rank by sign (mask logits) rather than by magnitude."""
+    method = doc.get("method") if isinstance(doc, Mapping) else None
+    if isinstance(method, Mapping):
+        kind = method.get("score_kind")
+        if kind in ("signed", "logit", "logits"):
+            return True
+        if kind in ("absolute", "abs", "magnitude"):
+            return False
+        return str(method.get("name", "")).lower() in SIGNED_METHODS
+    return False
+
+
+def node_scores_given(graph: Graph, doc: Mapping, signed: bool = False) -> np.ndarray | None:
+    """Node scores from the document's ``nodes`` when it gives a finite number for every scored
+    node (a node-level method), else None."""
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, Mapping):
+        return None
+    out = []
+    for name in scored_nodes(graph):
+        entry = nodes.get(name)
+        score = entry.get("score") if isinstance(entry, Mapping) else None
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            return None
+        out.append(float(score) if signed else abs(float(score)))
+    return np.asarray(out)
+
+
+def in_graph_head_edges(graph: Graph, flags: np.ndarray) -> np.ndarray:
+    """Boolean over ``graph.head_edge_names``: any q/k/v edge of it is in_graph."""
+    index = {n: i for i, n in enumerate(graph.head_edge_names)}
+    out = np.zeros(len(index), dtype=bool)
+    for e, f in zip(graph.edges, flags):
+        if f:
+            out[index[f"{e.src}->{e.dst}"]] = True
+    return out
+
+
+def in_graph_nodes(graph: Graph, doc: Mapping, head_flags: np.ndarray) -> np.ndarray:
+    nodes = doc.get("nodes")
+    names = scored_nodes(graph)
+    if isinstance(nodes, Mapping) and any(n in nodes for n in names):
+        return np.array([bool(nodes.get(n, {}).get("in_graph", False)) for n in names])
+    touched = set()
+    for name, f in zip(graph.head_edge_names, head_flags):
+        if f:
+            src, dst, _ = parse_edge_name(name)
+            touched.update((src, dst))
+    return np.array([n in touched for n in names])
+
+
+def check_edge_scores(doc, graph: Graph, case: str | None = None, d_model: int | None = None,
+                      source: str = "scores file") -> None:
+    """Raise one clear error if ``doc`` is not a schema-valid edge-scores document for this case
+    and graph (another case, unknown edges, missing or non-finite scores)."""
+    from cbench import validation
+
+    if isinstance(doc, Mapping) and case is not None and isinstance(doc.get("case"), str) \
+            and str(doc["case"]) != str(case):
+        raise UsageError(f"{source} is for case {doc['case']!r}, not case {case!r}")
+    if isinstance(doc, Mapping):
+        edges = doc.get("edges")
+        if isinstance(edges, Mapping):
+            for name, entry in edges.items():
+                s = entry.get("score") if isinstance(entry, Mapping) else None
+                if isinstance(s, float) and not math.isfinite(s):
+                    raise UsageError(f"{source}: edge {name!r} has score {s!r}; every score must be a finite number")
+    violations = validation.validate(doc, "edge-scores")
+    if not violations:
+        violations = validation.check_against_graph(doc, graph, case=case, d_model=d_model, kind="edge-scores")
+    if violations:
+        first = violations[0]
+        more = f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""
+        raise SchemaError(f"{source}: {first.path}: {first.message}{more}")
+
+
+@dataclass(frozen=True)
+class GroundTruthScore:
+    edge_roc: RocCurve
+    node_roc: RocCurve
+    edge_pr: PrecisionRecall
+    node_pr: PrecisionRecall
+    n_head_edges: int
+    n_true_edges: int
+    n_nodes: int
+    n_true_nodes: int
+    node_scores_source: str  # "edges" (max over incident edges) or "given"
+    signed: bool
+
+    @property
+    def edge_auroc(self) -> float:
+        return self.edge_roc.auroc
+
+    @property
+    def node_auroc(self) -> float:
+        return self.node_roc.auroc
+
+    def to_dict(self, curves: bool = True) -> dict:
+        def pr(p: PrecisionRecall) -> dict:
+            nan = lambda x: None if isinstance(x, float) and math.isnan(x) else x  # noqa: E731
+            return {"tp": p.tp, "fp": p.fp, "fn": p.fn, "tn": p.tn, "precision": nan(p.precision),
+                    "recall": nan(p.recall), "f1": nan(p.f1)}
+
+        def roc(r: RocCurve) -> dict:
+            return {"fpr": [float(x) for x in r.fpr], "tpr": [float(x) for x in r.tpr]}
+
+        out = {
+            "edge_auroc": self.edge_auroc,
+            "node_auroc": None if math.isnan(self.node_auroc) else self.node_auroc,
+            "edge_precision_recall": pr(self.edge_pr), "node_precision_recall": pr(self.node_pr),
+            "n_head_edges": self.n_head_edges, "n_true_edges": self.n_true_edges,
+            "n_nodes": self.n_nodes, "n_true_nodes": self.n_true_nodes,
+            "granularity": "head", "edge_score": "max signed over q/k/v" if self.signed else "max |score| over q/k/v",
+            "node_scores": "given by the method" if self.node_scores_source == "given"
+            else "max over incident head-level edges",
+        }
+        if curves:
+            out["edge_roc"] = roc(self.edge_roc)
+            out["node_roc"] = roc(self.node_roc)
+        return out
+
+
+def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
+                        signed: bool | None = None) -> GroundTruthScore:
+    """Edge- and node-level ROC/AUROC and precision/recall of an (already checked) edge-scores
+    document against ground-truth edges (q/k/v or head names). ``signed=None``: by the method
+    (see :func:`signed_ranking`)."""
+    if signed is None:
+        signed = signed_ranking(doc)
+    truth = truth_head_edges(graph, truth_edges)
+    if not truth:
+        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
+    scores, flags = _edge_vector(graph, doc)
+    head_scores = head_level_scores(graph, scores, signed=signed)
+    labels = np.array([n in truth for n in graph.head_edge_names])
+    if labels.all():
+        raise UsageError("the ground-truth circuit contains every edge of the graph; AUROC is undefined")
+    edge_roc = roc_curve(head_scores, labels)
+
+    names = scored_nodes(graph)
+    true_nodes = set()
+    for name in truth:
+        src, dst, _ = parse_edge_name(name)
+        true_nodes.update((src, dst))
+    node_labels = np.array([n in true_nodes for n in names])
+    given = node_scores_given(graph, doc, signed=signed)
+    node_scores = given if given is not None else node_scores_from_edges(graph, head_scores)
+    if node_labels.all() or not node_labels.any():
+        # every (or no) head and MLP is in the circuit: node ROC is undefined; report it as NaN
+        node_roc = RocCurve(np.array([0.0, 1.0]), np.array([0.0, 1.0]), np.array([np.inf, 0.0]),
+                            math.nan, int(node_labels.sum()), int((~node_labels).sum()))
+    else:
+        node_roc = roc_curve(node_scores, node_labels)
+
+    head_flags = in_graph_head_edges(graph, flags)
+    node_flags = in_graph_nodes(graph, doc, head_flags)
+    return GroundTruthScore(
+        edge_roc=edge_roc, node_roc=node_roc,
+        edge_pr=precision_recall(head_flags, labels), node_pr=precision_recall(node_flags, node_labels),
+        n_head_edges=len(graph.head_edge_names), n_true_edges=len(truth), n_nodes=len(names),
+        n_true_nodes=int(node_labels.sum()), node_scores_source="given" if given is not None else "edges",
+        signed=signed)

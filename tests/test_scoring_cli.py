@@ -1,0 +1,148 @@
+"""The scoring commands end to end on a toy model artifact: score, evaluate, test-circuit,
+adversarial, bench; and their bad-input messages (one line, non-zero exit, no traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import _scoring_toy as T
+from cbench import validation
+from cbench.cli import main
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def art(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scoring_cli")
+    artifact = T.write_toy_artifact(root / "toy")
+    g = artifact.graph
+    mask = np.array([e.name in set(T.toy_circuit_edges(g)) for e in g.edges])
+    scores = mask * 1.0 + 0.01 * np.arange(g.n_edges) / g.n_edges  # perfect ranking
+    doc = T.edge_scores_doc(g, scores, case="toy3", in_graph=mask)
+    (root / "scores.json").write_text(json.dumps(doc))
+    return root, artifact
+
+
+def test_score_table_results_and_plot(art, capsys):
+    root, _ = art
+    out, png = root / "r.json", root / "roc.png"
+    code, stdout, err = run(capsys, "score", str(root / "toy"), str(root / "scores.json"), "--out", str(out),
+                            "--plot", str(png))
+    assert code == 0, err
+    assert "edge AUROC: 1.0000" in stdout and "node AUROC: 1.0000" in stdout
+    doc = json.loads(out.read_text())
+    assert validation.validate(doc) == [] and doc["kind"] == "auroc" and doc["case"] == "toy3"
+    assert doc["results"]["edge_auroc"] == 1.0 and doc["results"]["edge_precision_recall"]["recall"] == 1.0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate(art, capsys):
+    root, _ = art
+    out = root / "ev.json"
+    code, stdout, err = run(capsys, "evaluate", str(root / "scores.json"), "--case", str(root / "toy"), "--sampled",
+                            "--n-examples", "20", "--out", str(out))
+    assert code == 0, err
+    assert "edge AUROC: 1.0000" in stdout and "CPR:" in stdout and "CMD:" in stdout
+    doc = json.loads(out.read_text())
+    assert validation.validate(doc) == [] and doc["kind"] == "evaluation"
+    curve = doc["results"]["faithfulness"]["cmd_curve"]
+    assert curve["f"][-1] == pytest.approx(1.0) and curve["f"][-2] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_evaluate_circuits_at_sizes(art, capsys):
+    root, artifact = art
+    truth = T.toy_circuit_edges(artifact.graph)
+    doc = {"schema": "cbench/circuits-at-sizes/v1", "case": "toy3",
+           "model": {"repo": None, "revision": None, "kind": "tracr"}, "method": {"name": "hand", "hyperparameters": {}},
+           "selection": "absolute",
+           "circuits": [{"fraction": 0.5, "edges": truth}, {"fraction": 1.0, "edges": list(artifact.graph.edge_names)},
+                        {"fraction": 0.1, "edges": truth[:4]}]}
+    (root / "cas.json").write_text(json.dumps(doc))
+    out = root / "cas_r.json"
+    code, stdout, err = run(capsys, "evaluate", str(root / "cas.json"), "--case", str(root / "toy"), "--sampled",
+                            "--n-examples", "20", "--out", str(out))
+    assert code == 0, err
+    assert "CMD:" in stdout and "CPR:" not in stdout
+    res = json.loads(out.read_text())["results"]["faithfulness"]
+    assert res["curve"]["grid"] == [0.1, 0.5, 1.0]
+    assert res["curve"]["f"][1] == pytest.approx(1.0, abs=1e-5)
+    # (0.5 - 0.1) * (1 - f(0.1)) / 2 + 0 is the whole distance
+    assert res["cmd"] == pytest.approx(0.4 * (1 - res["curve"]["f"][0]) / 2, abs=1e-6)
+
+
+def test_test_circuit_and_adversarial(art, capsys):
+    root, _ = art
+    out = root / "ht.json"
+    code, stdout, err = run(capsys, "test-circuit", str(root / "toy"), "truth", "--test", "equivalence",
+                            "--test", "independence", "--test", "minimality", "--n-reference", "50",
+                            "--n-permutations", "100", "--sampled", "--n-examples", "40", "--out", str(out))
+    assert code == 0, err
+    for name in ("equivalence", "independence", "minimality"):
+        assert f"{name}: pass" in stdout
+    doc = json.loads(out.read_text())
+    assert validation.validate(doc) == [] and doc["results"]["tests"]["minimality"]["sizes"]["n_reference"] == 50
+    out = root / "adv.json"
+    code, stdout, err = run(capsys, "adversarial", str(root / "toy"), str(root / "scores.json"), "--sampled",
+                            "--n-examples", "12", "--k", "2", "--out", str(out))
+    assert code == 0, err
+    assert "over 144 pairs" in stdout and "sample size:" in stdout
+    doc = json.loads(out.read_text())
+    assert validation.validate(doc) == [] and len(doc["results"]["worst"]) == 2
+
+
+def test_bench_is_resumable(art, capsys):
+    root, _ = art
+    out = root / "bench"
+    code, stdout, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "eap,random",
+                            "--out", str(out), "--sampled", "--n-examples", "20")
+    assert code == 0, err
+    assert (out / "scores" / "toy3" / "eap.json").is_file()
+    doc = json.loads((out / "results.json").read_text())
+    assert validation.validate(doc) == [] and doc["results"]["auroc"]["toy3"]["eap"] == pytest.approx(1.0)
+    assert "| toy3 |" in (out / "table.md").read_text()
+    assert (out / "auroc_boxplot.png").is_file() and (out / "roc_toy3.png").is_file()
+    stamp = (out / "scores" / "toy3" / "eap.json").stat().st_mtime_ns
+    code, _, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "eap,random",
+                       "--out", str(out), "--sampled", "--n-examples", "20")
+    assert code == 0, err
+    assert (out / "scores" / "toy3" / "eap.json").stat().st_mtime_ns == stamp  # not run again
+
+
+def _one_line_error(code, err, *needles):
+    assert code not in (0, None)
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_bad_input_one_line_each(art, capsys, tmp_path):
+    root, _ = art
+    doc = json.loads((root / "scores.json").read_text())
+    other = dict(doc, case="33")
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    _one_line_error(*run(capsys, "score", str(root / "toy"), str(tmp_path / "other.json"))[::2],
+                    "case '33'", "not case 'toy3'")
+    text = (root / "scores.json").read_text().replace('"score": 1.0', '"score": NaN', 1)
+    (tmp_path / "nan.json").write_text(text)
+    _one_line_error(*run(capsys, "score", str(root / "toy"), str(tmp_path / "nan.json"))[::2], "NaN")
+    (tmp_path / "bad.json").write_text(json.dumps(["input->logits", "a7.h0->logits"]))
+    _one_line_error(*run(capsys, "test-circuit", str(root / "toy"), str(tmp_path / "bad.json"),
+                         "--test", "equivalence", "--sampled")[::2], "a7.h0->logits", "not in the model's graph")
+    (tmp_path / "empty.json").write_text("[]")
+    _one_line_error(*run(capsys, "test-circuit", str(root / "toy"), str(tmp_path / "empty.json"),
+                         "--test", "equivalence", "--sampled")[::2], "empty")
+    _one_line_error(*run(capsys, "adversarial", str(root / "toy"), str(tmp_path / "empty.json"), "--sampled")[::2],
+                    "empty")
