@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "tracr": "cbench_builders.tracr_build:build_tracr_cmd",
     "datasets": "cbench_builders.datasets_build:build_datasets_cmd",
     "siit": "cbench_builders.siit_build:build_siit_cmd",
+    "siit-report": "cbench_builders.siit_report:siit_report_cmd",
     "release": "cbench_builders.release:build_release_cmd",
 }
 

@@ -1,0 +1,50 @@
+"""Case 2 (InterpBench appendix H, Table 11): Reverse the input sequence.
+
+Output position i holds the token at position n-1-i, where n is the sequence length computed with a
+SelectorWidth over an all-true selector (the RASP paper's reverse). Needs bidirectional attention.
+Vocabulary: the first six lowercase letters (the original used all 26).
+
+Program: InterpBench's original case 2, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_2.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "2",
+    "description": "Reverse the input sequence.",
+    "task_type": "categorical",
+    "vocab": ["a", "b", "c", "d", "e", "f"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    opp_index = (length - rasp.indices).named("opp_index")
+    opp_index = (opp_index - 1).named("opp_index_minus_1")
+    mirror = rasp.Select(rasp.indices, opp_index, rasp.Comparison.EQ).named("reverse_selector")
+    return rasp.Aggregate(mirror, rasp.tokens).named("reverse")

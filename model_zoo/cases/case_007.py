@@ -1,0 +1,45 @@
+"""Case 7 (InterpBench appendix H, Table 11): Returns the number of times each token occurs in the input.
+
+Histogram: each position gets the number of positions holding the same token (SelectorWidth of a
+token-equality selector).
+
+Program: InterpBench's original case 7, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_7.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "7",
+    "description": "Returns the number of times each token occurs in the input.",
+    "task_type": "categorical",
+    "vocab": ["a", "b", "c"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    same_token = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ).named("same_token")
+    return rasp.SelectorWidth(same_token).named("hist")

@@ -1,0 +1,45 @@
+"""Case 14 (InterpBench appendix H, Table 11): Returns the count of 'a' in the input sequence.
+
+Every position gets the number of 'a' tokens in the whole sequence (SelectorWidth of a selector
+whose predicate only looks at the key token).
+
+Program: InterpBench's original case 14, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_14.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "14",
+    "description": "Returns the count of 'a' in the input sequence.",
+    "task_type": "categorical",
+    "vocab": ["a", "b", "c"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    key_is_a = rasp.Select(rasp.tokens, rasp.tokens, lambda key, query: key == "a").named("key_is_a")
+    return rasp.SelectorWidth(key_is_a).named("count_a")

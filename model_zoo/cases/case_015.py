@@ -1,0 +1,46 @@
+"""Case 15 (InterpBench appendix H, Table 11): Returns each token multiplied by two and subtracted by its index.
+
+Output at position i is 2*token_i - i, computed by a single categorical SequenceMap over (tokens,
+indices). Vocabulary digits 0-4 and at most 4 tokens, as in the original (max length 5 with BOS).
+
+Program: written by cbench from the paper's Table 11 description; InterpBench's case 15, read for
+reference:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_15.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "15",
+    "description": "Returns each token multiplied by two and subtracted by its index.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4],
+    "min_seq_len": 3,
+    "max_seq_len": 4,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "cbench",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+    "notes": "The original built a 3-ary SequenceMap (tokens, tokens, indices) from tuple-valued SequenceMaps; cbench computes the same function with one SequenceMap over tokens and indices.",
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.SequenceMap(lambda x, i: 2 * x - i, rasp.tokens, rasp.indices).named("double_minus_index")

@@ -1,0 +1,68 @@
+"""Case 20 (InterpBench main case, paper appendix G, Table 10): Detect spam messages based on appearance of spam keywords.
+
+Per token: keyword_count = Map(number of spam keywords {free, offer, click, now} the token
+equals), then Map(count > 0 -> 'spam' else 'not spam'): two MLPs.
+Vocabulary: InterpBench's random word vocabulary (8 words of 1-8 ASCII letters drawn with Python's random.seed(42)), written out literally. Plus {spam, offer, click, now} as in the original.
+
+Program: InterpBench's case 20 (circuits_benchmark/benchmark/cases/case_20.py), written again in cbench's own code.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "20",
+    "description": "Detect spam messages based on appearance of spam keywords.",
+    "task_type": "categorical",
+    "vocab": [
+        "J",
+        "LB",
+        "TPSI",
+        "V",
+        "b",
+        "no",
+        "oCLrZaW",
+        "poiVg",
+        "click",
+        "now",
+        "offer",
+        "spam"
+    ],
+    "min_seq_len": 3,
+    "max_seq_len": 9,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.003,
+        "lr_end": 0.0002,
+        "lr_decay_epochs": 15,
+        "betas": [
+            0.9,
+            0.9
+        ],
+        "batch_size": 512,
+        "epochs": 40,
+        "iit_weight": 1.0,
+        "siit_weight": 1.0,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+        "train_size": 20000,
+        "target": 0.997,
+        "node_target": 0.993,
+        "eval_pairs": 1000,
+        "why": "cbench SIIT builder: appendix H's summed loss (Bernoulli(0.5) strictness, linear lr decay to 2e-4) with lr 3e-3 instead of 1e-3 and Weight_SIIT 1.0 (the paper's range is 0.4-10; on case 3, 0.5 leaves the non-aligned m1 with a 1.3% effect after 200 s, 1.0 passes every gate in 7 epochs); the weights of the best validation epoch are kept (with betas (0.9, 0.9) Adam can drift away from a reached optimum once gradients are small) and early stop at 99.7% (every node's SIIA 99.3%; the release gates are 99.5% and 1%) so the 16 main cases train on 2 CPU cores within the time budget; Algorithm 1 with the paper's lr 1e-3 also works (--algorithm algorithm-1 --lr 0.001) but needs about 3x more epochs on case 3"
+    },
+    "notes": "Training: Algorithm 1 of the paper (three losses, three optimizer steps), Adam lr 1e-3, betas (0.9, 0.999), batch 512; the paper gives Weight_SIIT only as 'between 0.4 and 10 depending on the task', so 0.5 (best in its sweep) is used; epochs is an upper bound (training stops when validation IIA and SIIA reach 100%)."
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    keywords = ("free", "offer", "click", "now")
+    keyword_count = rasp.Map(lambda t: sum(t == k for k in keywords), rasp.tokens).named("keyword_count")
+    return rasp.Map(lambda n: "spam" if n > 0 else "not spam", keyword_count).named("is_spam")

@@ -1,0 +1,48 @@
+"""Case 25 (InterpBench appendix H, Table 11): Normalizes token frequencies in a sequence to a range between 0 and 1.
+
+Each position gets count(token)/length: a histogram SelectorWidth and a length SelectorWidth
+combined by a categorical SequenceMap (outputs are the fractions k/n as classes).
+
+Program: InterpBench's original case 25, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_25.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "25",
+    "description": "Normalizes token frequencies in a sequence to a range between 0 and 1.",
+    "task_type": "categorical",
+    "vocab": ["a", "b", "c"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    same_token = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.EQ).named("same_token")
+    hist = rasp.SelectorWidth(same_token).named("hist")
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    return rasp.SequenceMap(lambda c, n: c / n if n > 0 else 0, hist, length).named("frequency")

@@ -1,0 +1,45 @@
+"""Case 30 (InterpBench appendix H, Table 11): Tags numeric tokens in a sequence based on whether they fall within a given range.
+
+Tokens are decimal strings; the output is True iff 10 <= int(token) <= 20 (the original's range).
+Vocabulary: eight of the original's strings '0'..'29', hand-picked to include both range ends and
+their neighbours.
+
+Program: InterpBench's original case 30, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_30.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "30",
+    "description": "Tags numeric tokens in a sequence based on whether they fall within a given range.",
+    "task_type": "categorical",
+    "vocab": ["0", "5", "9", "10", "15", "20", "21", "29"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.Map(lambda s: 10 <= int(s) <= 20, rasp.tokens).named("in_range_10_20")

@@ -1,0 +1,45 @@
+"""Case 31 (InterpBench appendix H, Table 11): Identify if tokens in the sequence are anagrams of the word 'listen'.
+
+Each token is a word; output True iff its sorted letters equal the sorted letters of 'listen'.
+
+Program: InterpBench's original case 31, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_31.py
+Not from TracrBench (InterpBench's own program).
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "31",
+    "description": "Identify if tokens in the sequence are anagrams of the word 'listen'.",
+    "task_type": "categorical",
+    "vocab": ["listen", "silent", "enlist", "tinsel", "inlets", "listens", "lisen", "tennis", "google", "banana"],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+    "notes": "The original drew random letter strings (seed 42) plus 'listen', so 'listen' was its only anagram; cbench fixes a hand-written word vocabulary with five anagrams and five near misses (no random draw).",
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    target = sorted("listen")
+    return rasp.Map(lambda w: sorted(w) == target, rasp.tokens).named("is_anagram_of_listen")

@@ -1,0 +1,43 @@
+"""Case 41 (InterpBench appendix H, Table 11): Make each element of the input sequence absolute
+
+Elementwise absolute value (one categorical Map). Vocabulary -4..5 (the original used -10..9).
+
+Program: InterpBench's original case 41, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_41.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "41",
+    "description": "Make each element of the input sequence absolute",
+    "task_type": "categorical",
+    "vocab": [-4, -3, -2, -1, 0, 1, 2, 3, 4, 5],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.Map(lambda x: x if x >= 0 else -x, rasp.tokens).named("absolute")

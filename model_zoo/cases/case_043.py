@@ -1,0 +1,47 @@
+"""Case 43 (InterpBench appendix H, Table 11): Returns the corresponding Fibonacci number for each element in the input sequence.
+
+Elementwise lookup of the n-th Fibonacci number (F0 = 0, F1 = 1) for tokens 0..9 (one categorical
+Map; the original used tokens 0..19).
+
+Program: InterpBench's original case 43, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_43.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "43",
+    "description": "Returns the corresponding Fibonacci number for each element in the input sequence.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    fib = [0, 1]
+    while len(fib) < 10:
+        fib.append(fib[-1] + fib[-2])
+    return rasp.Map(lambda x: fib[x], rasp.tokens).named("nth_fibonacci")

@@ -1,0 +1,48 @@
+"""Case 45 (InterpBench appendix H, Table 11): Doubles the first half of the sequence
+
+Positions i < n/2 (n the length) hold twice their token, the rest are unchanged: length by
+SelectorWidth, a first-half flag by SequenceMap over indices and length, then a SequenceMap with the
+tokens.
+
+Program: InterpBench's original case 45, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_45.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "45",
+    "description": "Doubles the first half of the sequence",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    in_first_half = rasp.SequenceMap(lambda i, n: 1 if i < n / 2 else 0, rasp.indices, length).named("in_first_half")
+    return rasp.SequenceMap(lambda x, h: x * (1 + h), rasp.tokens, in_first_half).named("double_first_half")

@@ -1,0 +1,49 @@
+"""Case 51 (InterpBench appendix H, Table 11): Checks if each element is a Fibonacci number
+
+Elementwise 1 if the token is a Fibonacci number else 0 (one categorical Map). Vocabulary 0..15 (the
+original used 0..99).
+
+Program: InterpBench's original case 51, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_51.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "51",
+    "description": "Checks if each element is a Fibonacci number",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    fib = {0, 1}
+    a, b = 1, 2
+    while a < 100:
+        fib.add(a)
+        a, b = b, a + b
+    return rasp.Map(lambda x: 1 if x in fib else 0, rasp.tokens).named("is_fibonacci")

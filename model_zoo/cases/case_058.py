@@ -1,0 +1,48 @@
+"""Case 58 (InterpBench appendix H, Table 11): Mirrors the first half of the sequence to the second half.
+
+Positions i >= n//2 take the token at n-1-i, the first half is kept: length by SelectorWidth, the
+source index by SequenceMap, then an index-equality Aggregate. Needs bidirectional attention.
+
+Program: InterpBench's original case 58, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_58.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "58",
+    "description": "Mirrors the first half of the sequence to the second half.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    source_index = rasp.SequenceMap(lambda i, n: n - 1 - i if i >= n // 2 else i, rasp.indices, length).named("mirror_source")
+    mirror = rasp.Select(rasp.indices, source_index, rasp.Comparison.EQ).named("mirror_selector")
+    return rasp.Aggregate(mirror, rasp.tokens).named("mirrored_sequence")

@@ -1,0 +1,45 @@
+"""Case 66 (InterpBench appendix H, Table 11): Round each element in the input sequence to the nearest integer.
+
+Rounds non-negative floats half up: a Map adds 0.5, a second Map truncates to int. Vocabulary: 0,
+0.25, ..., 2.25 (the original used 0, 0.25, ..., 4.75).
+
+Program: InterpBench's original case 66, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_66.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "66",
+    "description": "Round each element in the input sequence to the nearest integer.",
+    "task_type": "categorical",
+    "vocab": [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    shifted = rasp.Map(lambda x: x + 0.5, rasp.tokens).named("shift_for_rounding")
+    return rasp.Map(lambda x: int(x), shifted).named("rounded")

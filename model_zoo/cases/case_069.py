@@ -1,0 +1,44 @@
+"""Case 69 (InterpBench appendix H, Table 11): Assign -1, 0, or 1 to each element of the input sequence based on its sign.
+
+Elementwise sign (one categorical Map). Vocabulary -4..5 so that all three classes occur (the
+original used 0..10, where -1 never occurs).
+
+Program: InterpBench's original case 69, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_69.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "69",
+    "description": "Assign -1, 0, or 1 to each element of the input sequence based on its sign.",
+    "task_type": "categorical",
+    "vocab": [-4, -3, -2, -1, 0, 1, 2, 3, 4, 5],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.Map(lambda x: -1 if x < 0 else (1 if x > 0 else 0), rasp.tokens).named("sign")

@@ -1,0 +1,48 @@
+"""Case 82 (InterpBench appendix H, Table 11): Halve the elements in the second half of the sequence.
+
+Positions i >= n//2 hold token/2, the rest are unchanged: length by SelectorWidth, n//2 by a Map, a
+flag by SequenceMap over indices, then a SequenceMap with the tokens. Needs bidirectional attention.
+
+Program: InterpBench's original case 82, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_82.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "82",
+    "description": "Halve the elements in the second half of the sequence.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    half_length = rasp.Map(lambda n: n // 2, length).named("half_length")
+    in_second_half = rasp.SequenceMap(lambda i, h: i >= h, rasp.indices, half_length).named("in_second_half")
+    return rasp.SequenceMap(lambda x, second: x / 2 if second else x, rasp.tokens, in_second_half).named("halve_second_half")

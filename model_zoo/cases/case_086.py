@@ -1,0 +1,43 @@
+"""Case 86 (InterpBench appendix H, Table 11): Check if each element is a power of 2. Return 1 if true, otherwise 0.
+
+Elementwise 1 if the token is 1, 2, 4, 8, 16, ... else 0 (one categorical Map). Vocabulary 0..16.
+
+Program: InterpBench's original case 86, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_86.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "86",
+    "description": "Check if each element is a power of 2. Return 1 if true, otherwise 0.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.Map(lambda x: 1 if x > 0 and x & (x - 1) == 0 else 0, rasp.tokens).named("is_power_of_2")

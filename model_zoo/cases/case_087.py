@@ -1,0 +1,46 @@
+"""Case 87 (InterpBench appendix H, Table 11): Binarize a sequence of integers using a threshold.
+
+1 if the token is >= 3 (the original's default threshold) else 0: a comparison Map followed by a
+bool-to-int Map.
+
+Program: InterpBench's original case 87, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_87.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "87",
+    "description": "Binarize a sequence of integers using a threshold.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    threshold = 3
+    at_least = rasp.Map(lambda x: x >= threshold, rasp.tokens).named("at_least_threshold")
+    return rasp.Map(lambda b: 1 if b else 0, at_least).named("binarized")

@@ -1,0 +1,56 @@
+"""Case 103 (InterpBench appendix H, Table 11): Swap consecutive numbers in a list
+
+With 0-based positions, the pairs (0, 1), (2, 3), ... are swapped; an unpaired last position keeps
+its token. Length by SelectorWidth, source index by SequenceMap, then an index-equality Aggregate.
+Needs bidirectional attention.
+
+Program: InterpBench's original case 103, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_103.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "103",
+    "description": "Swap consecutive numbers in a list",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+    "notes": "The original computes the length with an all-true selector over indices. tracr 1.0's assembler sizes every head by the widest query/key space and fails (array shape error) when a head's value space is wider, which happens here for the token-moving head; reading tokens in the length selector (same value) widens the query/key space and avoids it.",
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+
+    def partner(i, n):
+        if i % 2 == 0:
+            return i + 1 if i + 1 < n else i
+        return i - 1
+
+    source_index = rasp.SequenceMap(partner, rasp.indices, length).named("swap_source")
+    swap = rasp.Select(rasp.indices, source_index, rasp.Comparison.EQ).named("swap_selector")
+    return rasp.Aggregate(swap, rasp.tokens).named("swap_consecutive")

@@ -1,0 +1,44 @@
+"""Case 106 (InterpBench appendix H, Table 11): Sets all elements to zero except for the element at index 1.
+
+Position 1 (0-based) keeps its token, all other positions output 0 (one SequenceMap over tokens and
+indices).
+
+Program: InterpBench's original case 106, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_106.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "106",
+    "description": "Sets all elements to zero except for the element at index 1.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": True,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    return rasp.SequenceMap(lambda x, i: x if i == 1 else 0, rasp.tokens, rasp.indices).named("keep_index_1")

@@ -1,0 +1,50 @@
+"""Case 111 (InterpBench appendix H, Table 11): Returns the last element of the sequence and pads the rest with zeros.
+
+Position 0 gets the last token of the sequence, all other positions 0: length by SelectorWidth, last
+index by Map, an index-equality Aggregate broadcasts the last token, a SequenceMap keeps it at
+position 0 only. Needs bidirectional attention.
+
+Program: InterpBench's original case 111, re-expressed in our own code:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_111.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "111",
+    "description": "Returns the last element of the sequence and pads the rest with zeros.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "original",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    everything = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.TRUE).named("all_true")
+    length = rasp.SelectorWidth(everything).named("length")
+    last_index = rasp.Map(lambda n: n - 1, length).named("last_index")
+    is_last = rasp.Select(rasp.indices, last_index, rasp.Comparison.EQ).named("last_element_selector")
+    last = rasp.Aggregate(is_last, rasp.tokens).named("last_element")
+    return rasp.SequenceMap(lambda x, i: x if i == 0 else 0, last, rasp.indices).named("last_then_zeros")

@@ -1,0 +1,50 @@
+"""Case 124 (InterpBench appendix H, Table 11): Check if all elements in a list are equal.
+
+Every position outputs 1 if all tokens are equal, else 0: a SelectorWidth counts, for each position,
+the tokens different from its own (zero everywhere exactly when all tokens are equal) and a Map
+tests the count for zero. Vocabulary 0..2 so that all-equal inputs are not too rare. Needs
+bidirectional attention.
+
+Program: written by cbench from the paper's Table 11 description; InterpBench's case 124, read for
+reference:
+https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_124.py
+Collected from TracrBench in InterpBench.
+"""
+
+SPEC = {
+    "schema": "cbench/case/v1",
+    "id": "124",
+    "description": "Check if all elements in a list are equal.",
+    "task_type": "categorical",
+    "vocab": [0, 1, 2],
+    "min_seq_len": 3,
+    "max_seq_len": 5,
+    "bos": "BOS",
+    "pad": "PAD",
+    "causal": False,
+    "label_positions": "all-but-bos",
+    "source": "cbench",
+    "seed": 42,
+    "training": {
+        "algorithm": "summed",
+        "lr": 0.001,
+        "lr_end": 0.0002,
+        "betas": [0.9, 0.9],
+        "batch_size": 512,
+        "epochs": 500,
+        "iit_weight": 1.0,
+        "siit_weight": 0.4,
+        "behavior_weight": 1.0,
+        "strict_prob": 0.5,
+    },
+    "notes": "The original adds a second SelectorWidth that counts positions whose n_different is 0. tracr 1.0's compiled model does not mask PAD (PAD is an ordinary token to it), and at PAD positions n_different is 0, so with padded inputs that second count is wrong; cbench drops it (the first count is already 0 everywhere exactly when all tokens are equal), which computes the same function.",
+}
+
+
+def program():
+    """Return the RASP program (an SOp) for this case."""
+    from tracr.rasp import rasp
+
+    different = rasp.Select(rasp.tokens, rasp.tokens, rasp.Comparison.NEQ).named("different_selector")
+    n_different = rasp.SelectorWidth(different).named("n_different")
+    return rasp.Map(lambda n: 1 if n == 0 else 0, n_different).named("all_equal")
