@@ -1,0 +1,115 @@
+"""SIIT training speed: wall time to reach the release gates per case on this machine.
+
+The InterpBench paper trained each model for "usually around 1 to 8 hours" on one NVIDIA RTX
+A6000 (section 4). cbench's goals: case 3 to the gates in under 3 minutes, the 16 main cases in
+under 1 hour together, on 2 CPU cores.
+
+Usage::
+
+    python benchmarks/bench_siit.py                      # summarize build/siit and build/siit-failed
+    python benchmarks/bench_siit.py --train 3            # train case 3 now (nothing kept) and time it
+    python benchmarks/bench_siit.py --out benchmarks/results/siit.md
+
+"Time to gates" is the wall time (from the start of training) at the end of the first epoch whose
+validation metrics meet the release gates: IIA and SIIA >= 99.5 % and every out-of-circuit node's
+SIIA >= 99 % (a node's resample effect is at most 1 - its SIIA up to sampling noise; the final
+gate check on fresh pairs is in each model's meta.json). Training time is until early stopping
+(the case spec's target), so it is at least the time to gates. CPU time is the process's CPU
+seconds during training: on a shared machine wall time also counts other processes' load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PAPER = "1-8 h per model (RTX A6000, InterpBench section 4)"
+GATE_IIA = GATE_SIIA = 0.995
+GATE_NODE = 0.99
+
+
+def time_to_gates(history: list[dict]) -> tuple[int | None, float | None]:
+    for h in history:
+        if h["iia"] >= GATE_IIA and h["siia"] >= GATE_SIIA and h.get("min_siia_node", 1.0) >= GATE_NODE:
+            return h["epoch"], h["elapsed_s"]
+    return None, None
+
+
+def row_from_meta(meta: dict) -> dict:
+    epoch, t_gate = time_to_gates(meta.get("history") or [])
+    m = meta.get("metrics") or {}
+    v = meta.get("validation") or {}
+    return {"case": meta["case"], "kind": meta["model_kind"], "epochs": (meta.get("training") or {}).get("epochs_trained"),
+            "gate_epoch": epoch, "time_to_gates_s": t_gate, "training_time_s": meta.get("training_time_s"),
+            "cpu_s": (meta.get("training") or {}).get("training_cpu_s"), "iia": m.get("iia"), "siia": m.get("siia"),
+            "max_out": v.get("max_out_of_circuit_resample_effect"), "released": meta.get("released")}
+
+
+def _f(v, spec):
+    return format(v, spec) if isinstance(v, (int, float)) else "–"
+
+
+def render(rows: list[dict], note: str) -> str:
+    lines = [f"SIIT training on this machine ({os.cpu_count()} cores) vs the paper's {PAPER}.", "", note, "",
+             "| case | kind | time to gates (s) | gate epoch | training time (s) | CPU (s) | epochs | IIA | SIIA "
+             "| max out-of-circuit effect | released |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['kind']} | {_f(r['time_to_gates_s'], '.1f')} | {_f(r['gate_epoch'], 'd')} "
+                     f"| {_f(r['training_time_s'], '.1f')} | {_f(r['cpu_s'], '.1f')} | {_f(r['epochs'], 'd')} "
+                     f"| {_f(r['iia'], '.4f')} | {_f(r['siia'], '.4f')} | {_f(r['max_out'], '.4f')} "
+                     f"| {'yes' if r['released'] else 'no'} |")
+    siit = [r for r in rows if r["kind"] == "siit"]
+    if siit:
+        tg = [r["time_to_gates_s"] for r in siit if r["time_to_gates_s"] is not None]
+        tt = [r["training_time_s"] for r in siit if r["training_time_s"] is not None]
+        lines += ["", f"SIIT: {len(tg)} of {len(siit)} case(s) reached the gates; total time to gates "
+                      f"{sum(tg) / 60:.1f} min, total training time {sum(tt) / 60:.1f} min "
+                      f"(paper: {len(siit)} x 1-8 h = {len(siit)}-{8 * len(siit)} GPU hours)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", default=["build/siit", "build/siit-failed"],
+                    help="directories of trained artifacts to summarize")
+    ap.add_argument("--train", default=None, help="comma-separated cases to train now (timed; nothing kept)")
+    ap.add_argument("--tracr-dir", default="build/tracr")
+    ap.add_argument("--iit", action="store_true", help="with --train: IIT instead of SIIT")
+    ap.add_argument("--out", default=None, help="also write the markdown table here")
+    args = ap.parse_args(argv)
+    rows = []
+    if args.train:
+        from cbench_builders.siit_build import train_case
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in [c.strip() for c in args.train.split(",") if c.strip()]:
+                t0 = time.perf_counter()
+                train_case(case, Path(args.tracr_dir), Path(tmp), iit=args.iit, keep_failed=True, progress=True)
+                name = f"{'iit-' if args.iit else ''}case-{case}"
+                meta = json.loads((Path(tmp) / name / "meta.json").read_text())
+                row = row_from_meta(meta)
+                row["total_s"] = time.perf_counter() - t0
+                rows.append(row)
+        note = "Trained now by this script (the case specs' hyperparameters)."
+    else:
+        for d in args.models:
+            for meta_path in sorted(Path(d).glob("*case-*/meta.json")):
+                rows.append(row_from_meta(json.loads(meta_path.read_text())))
+        note = f"Read from the trained artifacts in {', '.join(f'`{d}`' for d in args.models)} (meta.json history)."
+    rows.sort(key=lambda r: (r["kind"], int(r["case"]) if str(r["case"]).isdigit() else 0))
+    text = render(rows, note)
+    sys.stdout.write(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""``cbench build siit``: train SIIT (and IIT) models from compiled Tracr cases, verify, write artifacts.
+
+For each case: read the Tracr artifact (``<tracr-dir>/tracr-case-<id>``), derive the low-level
+architecture and the correspondence, train (hyperparameters from the case spec's ``training``
+block, overridable on the command line), verify the release gates (validation IIA and SIIA
+>= 99.5 %, no out-of-circuit node with a resample effect above 1 %), and write the model
+artifact ``<out>/case-<id>`` (or ``<out>/iit-case-<id>`` with ``--iit``) with the Tracr model as
+``tracr/``, ``correspondence.json``, the mapped ``circuit.json`` and a card with the node-effect
+table. A model that misses a gate is written only with ``--keep-failed`` and is marked so.
+
+IIT models (``--iit``, strictness weight 0) are the comparison set of the paper's RQ1: they are
+expected to fail the strictness gates, so only the IIA gate applies to them.
+
+Node effects come from :func:`cbench.ablation.node_effects` (the one implementation shared with
+``cbench ablate``), run on the final validation pairs with the high-level model's labels.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import torch
+
+import cbench
+from cbench.errors import BuildError, UsageError
+
+RELEASE_MIN_IIA = 0.995
+RELEASE_MIN_SIIA = 0.995
+RELEASE_MAX_OUT_EFFECT = 0.01
+FINAL_EVAL_FACTOR = 2  # the final validation uses twice the per-epoch pairs, fresh ones
+
+
+@dataclass
+class SIITOutcome:
+    case: str
+    kind: str
+    path: Path | None
+    metrics: dict
+    epochs: int
+    seconds: float
+    max_out_effect: float
+    mean_out_effect: float
+    released: bool
+    reason: str = ""
+    effects: list = field(default_factory=list)
+
+
+def correspondence_document(case: str, mapping: dict[str, str], hl_circuit: dict, ll_shape: dict,
+                            hl_shape: dict, seed: int) -> dict:
+    """The ``cbench/correspondence/v1`` document: one entry per (high-level op, component), with the
+    low-level node, the hook where it is interchanged and the head index."""
+    from cbench_builders.interchange import site_of
+
+    ops_by_component: dict[str, list[str]] = {}
+    for op in (hl_circuit.get("high_level") or {}).get("ops", []):
+        comps = op.get("components") or ([op["component"]] if op.get("component") else [])
+        for comp in comps:
+            ops_by_component.setdefault(comp, []).append(op["name"])
+    entries = []
+    for hl, ll in mapping.items():
+        lls = [ll] if isinstance(ll, str) else list(ll)
+        low = [{"node": n, "hook": site_of(n).hook, "head": site_of(n).head} for n in lls]
+        for op in sorted(ops_by_component.get(hl, [])) or [hl]:
+            entries.append({"high_level": op, "high_level_node": hl, "low_level": low})
+    return {"schema": "cbench/correspondence/v1", "case": case, "graph": ll_shape, "high_level_graph": hl_shape,
+            "seed": seed, "nodes": entries,
+            "notes": "Interchange interventions act on whole components: a head at blocks.L.attn.hook_z[head] "
+                     "(equivalent to its hook_result), an MLP at blocks.L.hook_mlp_out."}
+
+
+def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set[str],
+                        kinds=("resample", "mean", "zero")) -> list[dict]:
+    """Per head and MLP: in_circuit, effect under each ablation kind and the normalized KL (resample),
+    from :func:`cbench.ablation.node_effects`, averaged over the length buckets of ``pairs``
+    (weighted by the number of pairs). ``labels[i]`` are the high-level labels of ``pairs[i]``'s
+    bases (``[B, P-1]``)."""
+    from cbench.ablation import node_effects
+    from cbench.task_data import TaskData
+
+    acc: dict[str, dict] = {}
+    total = 0
+    for (base, source), y in zip(pairs, labels):
+        B, P = base.shape
+        full = torch.zeros(B, P, dtype=y.dtype)
+        full[:, 1:] = y
+        valid = torch.ones(B, P, dtype=torch.bool)
+        valid[:, 0] = False
+        data = TaskData(base, source, full, valid, task_type, split="validation",
+                        info={"origin": "siit validation pairs"})
+        for e in node_effects(model, data, kinds=kinds):
+            row = acc.setdefault(e.node, {"node": e.node, "in_circuit": e.node in circuit_nodes})
+            row[e.kind] = row.get(e.kind, 0.0) + e.effect * B
+            if e.kind == "resample":
+                nkl = e.normalized_kl
+                row["normalized_kl"] = row.get("normalized_kl", 0.0) + (nkl if nkl == nkl else 0.0) * B
+        total += B
+    rows = []
+    for row in acc.values():
+        for k in (*kinds, "normalized_kl"):
+            if k in row:
+                row[k] = row[k] / total
+        row.setdefault("normalized_kl", float("nan"))
+        rows.append(row)
+    return rows
+
+
+def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, overrides: dict | None = None,
+               progress: bool = True, keep_failed: bool = False, failed_dir: Path | None = None,
+               log=None) -> SIITOutcome:
+    from cbench.artifacts import read_model_artifact, write_model_artifact
+    from cbench.transformer_lens_adapter import build_model, config_to_json
+    from cbench_builders.case_specs import load_case
+    from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_config, make_correspondence,
+                                      make_input_set, map_circuit_edges)
+
+    src = Path(tracr_dir) / f"tracr-case-{case}"
+    if not src.is_dir():
+        raise BuildError(f"case {case}: no compiled Tracr model at {src}; run `cbench build tracr --cases {case}` first")
+    hl_art = read_model_artifact(src)
+    meta, hl_circuit = hl_art.meta, hl_art.circuit
+    if hl_circuit is None:
+        raise BuildError(f"case {case}: {src} has no circuit.json")
+    spec = load_case(case)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if iit:
+        overrides["siit_weight"] = 0.0
+    seed = int(spec.seed if spec.seed is not None else (meta.get("seed") or 0))
+    try:
+        cfg = TrainingConfig.from_spec(spec.training, **{"seed": seed, **overrides})
+    except (TypeError, ValueError) as e:
+        raise BuildError(f"case {case}: bad training hyperparameters: {e}") from None
+    kind = cfg.kind
+    name = f"{'iit-' if kind == 'iit' else ''}case-{case}"
+    hl_model = hl_art.load_model()
+
+    hl_nodes = [n for n in hl_circuit["nodes"] if n not in ("input", "logits")]
+    ll_config = low_level_config(hl_art.config, seed=cfg.seed, model_name=f"cbench-{name}")
+    mapping = make_correspondence(hl_nodes, ll_config["n_heads"], seed=cfg.seed)
+    ll_model = build_model(ll_config)
+    ll_model.train()
+    data = make_input_set(meta, cfg.train_size, cfg.seed)
+
+    trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg)
+    result = trainer.train(data, progress=progress, log=log)
+
+    # final validation: fresh pairs (another seed), metrics and node effects on the same pairs
+    pairs = trainer.eval_pairs(data.val, FINAL_EVAL_FACTOR * cfg.eval_pairs, seed=cfg.seed + 2)
+    m = trainer.evaluate_pairs(pairs)
+    with torch.no_grad():
+        labels = [trainer._target(trainer.hl_f(b)) for b, _ in pairs]
+    ll_nodes = sorted({mapping.get(n, n) for n in hl_circuit["nodes"]})
+    circuit_components = {n for n in ll_nodes if n not in ("input", "logits")}
+    effects = verify_node_effects(result.model, pairs, labels, meta["task_type"], circuit_components)
+    out_effects = [e["resample"] for e in effects if not e["in_circuit"]]
+    max_out = max(out_effects, default=0.0)
+    mean_out = sum(out_effects) / len(out_effects) if out_effects else 0.0
+    reasons = []
+    if m["iia"] < RELEASE_MIN_IIA:
+        reasons.append(f"IIA {m['iia']:.4f} < {RELEASE_MIN_IIA}")
+    if kind == "siit" and m["siia"] < RELEASE_MIN_SIIA:
+        reasons.append(f"SIIA {m['siia']:.4f} < {RELEASE_MIN_SIIA}")
+    if kind == "siit" and max_out > RELEASE_MAX_OUT_EFFECT:
+        worst = max((e for e in effects if not e["in_circuit"]), key=lambda e: e["resample"])
+        reasons.append(f"out-of-circuit resample effect {max_out:.4f} > {RELEASE_MAX_OUT_EFFECT} ({worst['node']})")
+    released = not reasons
+    path = None
+    if released or keep_failed:
+        shape = {"n_layers": ll_config["n_layers"], "n_heads": ll_config["n_heads"], "has_mlp": True,
+                 "parallel_attn_mlp": False}
+        hl_shape = {"n_layers": hl_art.config["n_layers"], "n_heads": hl_art.config["n_heads"],
+                    "has_mlp": not hl_art.config.get("attn_only", False), "parallel_attn_mlp": False}
+        circuit = {
+            "schema": "cbench/circuit/v1", "case": case, "model_kind": kind, "granularity": "qkv",
+            "graph": shape, "nodes": ll_nodes, "edges": map_circuit_edges(hl_circuit["edges"], mapping),
+        }
+        if hl_circuit.get("high_level"):
+            hl_ops = []
+            for op in hl_circuit["high_level"].get("ops", []):
+                op = dict(op)
+                if op.get("components"):
+                    op["components"] = [mapping.get(c, c) for c in op["components"]]
+                hl_ops.append(op)
+            circuit["high_level"] = {**hl_circuit["high_level"], "ops": hl_ops}
+        metrics = {"accuracy": m["accuracy"], "iia": m["iia"], "siia": m["siia"]}
+        training = cfg.to_json()
+        training.update({
+            "data": data.describe(),
+            "interventions": "per-example masks over whole components (head hook_z, MLP hook_mlp_out); "
+                             "source activations once per batch without gradients",
+            "epochs_trained": result.epochs, "reached_target": result.reached_target, "kept_epoch": result.best_epoch,
+            "training_cpu_s": round(result.training_cpu_s, 3),
+            "high_level_variables": "the Tracr circuit's heads and MLPs",
+            "architecture": "n_heads = max(4, H), n_layers = max(2, L), d_head = max(d_head_H // 2, "
+                            "ceil(d_model_H / 2 / n_heads)), d_model = n_heads * d_head, d_mlp = 4 * d_model",
+        })
+        new_meta = {k: v for k, v in meta.items() if k != "files"}
+        new_meta.update({
+            "model_kind": kind, "seed": cfg.seed, "training": training, "metrics": metrics,
+            "training_time_s": round(result.training_time_s, 3), "hardware": result.hardware,
+            "cbench_version": cbench.__version__, "dataset_revision": None,
+            "released": released, "release_gate_failures": reasons,
+            "release_gates": {"min_iia": RELEASE_MIN_IIA, "min_siia": RELEASE_MIN_SIIA,
+                              "max_out_of_circuit_resample_effect": RELEASE_MAX_OUT_EFFECT},
+            "validation": {"n_pairs": sum(len(b) for b, _ in pairs), "min_siia_node": m["min_siia_node"],
+                           "max_out_of_circuit_resample_effect": max_out,
+                           "mean_out_of_circuit_resample_effect": mean_out},
+            "node_effects": effects,
+            "history": [{k: h[k] for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "elapsed_s")}
+                        for h in result.history],
+        })
+        corr = correspondence_document(case, mapping, hl_circuit, shape, hl_shape, cfg.seed)
+        from cbench_builders.cards import render_card
+
+        readme = render_card("siit_model", {
+            "case": case, "kind": kind, "meta": new_meta, "config": config_to_json(ll_model.cfg),
+            "correspondence": corr, "circuit": circuit, "effects": sorted(effects, key=_node_order),
+            "released": released, "reasons": reasons, "repo": f"cbench/{name}",
+            "gates": new_meta["release_gates"],
+        })
+        path = (Path(out_dir) if released or failed_dir is None else Path(failed_dir)) / name
+        write_model_artifact(path, result.model, new_meta, circuit=circuit, correspondence=corr, readme=readme,
+                             subartifacts={"tracr": src}, overwrite=True)
+    return SIITOutcome(case, kind, path, {k: m[k] for k in ("accuracy", "iia", "siia")}, result.epochs,
+                       result.training_time_s, max_out, mean_out, released, "; ".join(reasons), effects)
+
+
+def _node_order(e: dict):
+    n = e["node"]
+    if n.startswith("a"):
+        layer, head = n[1:].split(".h")
+        return (int(layer), 0, int(head))
+    return (int(n[1:]), 1, 0)
+
+
+def _parse_cases(cases: str | None, main: bool) -> list[str]:
+    from cbench_builders.case_specs import MAIN_CASES, resolve_case_ids
+
+    if main and cases:
+        raise UsageError("choose the cases with --cases IDS or --main, not both")
+    if main:
+        return [str(c) for c in MAIN_CASES]
+    if not cases:
+        raise UsageError("say which cases to train: --cases 3,33 or --main")
+    return resolve_case_ids(cases)
+
+
+def format_table(rows: list[SIITOutcome]) -> str:
+    lines = [f"{'case':>6} {'kind':>5} {'epochs':>6} {'time_s':>8} {'acc':>7} {'iia':>7} {'siia':>7} "
+             f"{'max_out':>8} {'mean_out':>8}  released"]
+    for o in rows:
+        lines.append(f"{o.case:>6} {o.kind:>5} {o.epochs:>6} {o.seconds:>8.1f} {o.metrics['accuracy']:>7.4f} "
+                     f"{o.metrics['iia']:>7.4f} {o.metrics['siia']:>7.4f} {o.max_out_effect:>8.4f} "
+                     f"{o.mean_out_effect:>8.4f}  {'yes' if o.released else 'no: ' + o.reason}")
+    return "\n".join(lines)
+
+
+@click.command("siit")
+@click.option("--cases", help="comma-separated case ids, e.g. 3,33")
+@click.option("--main", "main_cases", is_flag=True, help="the 16 main cases of the paper")
+@click.option("--tracr-dir", default="build/tracr", type=click.Path(path_type=Path), show_default=True)
+@click.option("--out", "out_dir", default="build/siit", type=click.Path(path_type=Path), show_default=True)
+@click.option("--iit", is_flag=True, help="plain IIT (strictness weight 0), the comparison set (iit-case-<id>)")
+@click.option("--algorithm", type=click.Choice(["algorithm-1", "summed"]), default=None,
+              help="Algorithm 1 (three optimizer steps) or appendix H's summed loss [default: the case spec's]")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="upper bound on epochs")
+@click.option("--siit-weight", type=click.FloatRange(min=0), default=None)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None)
+@click.option("--batch-size", type=click.IntRange(min=1), default=None)
+@click.option("--train-size", type=click.IntRange(min=16), default=None)
+@click.option("--seed", type=int, default=None, help="[default: the case spec's seed]")
+@click.option("--target", type=click.FloatRange(0, 1), default=None, help="early-stop level for acc/IIA/SIIA")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (results depend on it)")
+@click.option("--eval-pairs", type=click.IntRange(min=10), default=None, help="validation pairs per epoch")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="stop training a case after this many seconds (wall)")
+@click.option("--keep-failed", is_flag=True, help="write models that miss a release gate (marked as such)")
+@click.option("--failed-dir", type=click.Path(path_type=Path), default=None,
+              help="with --keep-failed: write those models here instead of --out")
+@click.option("--no-progress", is_flag=True, help="no progress bar")
+def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
+                   train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, no_progress):
+    """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
+    if iit and siit_weight:
+        raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
+    overrides = {"algorithm": algorithm, "epochs": epochs, "siit_weight": siit_weight, "train_size": train_size,
+                 "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
+                 "eval_pairs": eval_pairs, "time_limit_s": time_limit}
+    rows, failed = [], []
+    for case in _parse_cases(cases, main_cases):
+        o = train_case(case, tracr_dir, out_dir, iit=iit, overrides=overrides, keep_failed=keep_failed,
+                       failed_dir=failed_dir, progress=not no_progress)
+        rows.append(o)
+        click.echo(f"case {o.case} ({o.kind}): {o.epochs} epochs, {o.seconds:.1f} s, acc {o.metrics['accuracy']:.4f} "
+                   f"IIA {o.metrics['iia']:.4f} SIIA {o.metrics['siia']:.4f}, max out-of-circuit effect "
+                   f"{o.max_out_effect:.4f} -> {'released: ' + str(o.path) if o.released else 'NOT released: ' + o.reason}",
+                   err=True)
+        sys.stderr.flush()
+        if not o.released:
+            failed.append(o)
+    click.echo(format_table(rows))
+    if failed:
+        raise BuildError(f"{len(failed)} case(s) missed a release gate: "
+                         + ", ".join(f"case {o.case} ({o.reason})" for o in failed))

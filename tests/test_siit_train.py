@@ -1,0 +1,175 @@
+"""SIIT end to end on the real Tracr case 3: a few epochs on CPU, the strictness loss raises SIIA
+(SIIT vs IIT, same seed and budget), training is deterministic given the seed, the written
+artifact validates, and `cbench build siit` answers bad input with one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cbench.artifacts import read_model_artifact
+from cbench.transformer_lens_adapter import build_model
+from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_config, make_correspondence,
+                                  make_input_set)
+
+CBENCH = Path(sys.executable).with_name("cbench")
+# a small budget: 4 epochs of 4096 pairs, batch 256, lr 1e-2 (about 3 CPU seconds per run)
+SMALL = dict(algorithm="summed", lr=0.01, lr_decay_epochs=4, batch_size=256, pairs_per_epoch=4096,
+             eval_pairs=400, epochs=4, target=1.0)
+
+
+@pytest.fixture(scope="module")
+def tracr_dir(tmp_path_factory):
+    from cbench_builders.tracr_build import build_case
+
+    out = tmp_path_factory.mktemp("tracr")
+    result = build_case("3", out)
+    assert result.ok, result.error
+    return out
+
+
+def _trainer(tracr_dir, **overrides):
+    art = read_model_artifact(Path(tracr_dir) / "tracr-case-3")
+    cfg = TrainingConfig(**{"seed": 42, **SMALL, **overrides})
+    hl_nodes = [n for n in art.circuit["nodes"] if n not in ("input", "logits")]
+    ll_cfg = low_level_config(art.config, seed=cfg.seed)
+    mapping = make_correspondence(hl_nodes, ll_cfg["n_heads"], seed=cfg.seed)
+    ll = build_model(ll_cfg)
+    ll.train()
+    return SIITTrainer(art.load_model(), ll, mapping, art.meta["task_type"], cfg), make_input_set(art.meta, 2000, 42)
+
+
+def test_strictness_loss_raises_siia(tracr_dir):
+    siit_trainer, data = _trainer(tracr_dir)
+    siit = siit_trainer.train(data, progress=False)
+    iit_trainer, _ = _trainer(tracr_dir, siit_weight=0.0)
+    iit = iit_trainer.train(data, progress=False)
+    # same seed, same budget: only the strictness loss differs
+    assert siit.epochs == iit.epochs == 4
+    assert siit.metrics["siia"] > iit.metrics["siia"] + 0.05, (siit.metrics, iit.metrics)
+    assert siit.history[-1]["min_siia_node"] > iit.history[-1]["min_siia_node"]
+    # training does something: the IIT loss falls and IIA rises over the epochs
+    assert siit.history[-1]["loss_iit"] < siit.history[0]["loss_iit"]
+    assert siit.history[-1]["iia"] > siit.history[0]["iia"]
+    assert iit.history[-1]["loss_strict"] == 0.0  # IIT computes no strictness loss
+
+
+def test_training_is_deterministic_given_the_seed(tracr_dir):
+    runs = []
+    for seed_shift in (0, 0, 1):
+        trainer, data = _trainer(tracr_dir, epochs=1, pairs_per_epoch=1024, seed=42 + seed_shift)
+        trainer.train(data, progress=False)
+        runs.append({k: v.clone() for k, v in trainer.ll.state_dict().items()})
+    assert runs[0].keys() == runs[1].keys()
+    assert all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
+    assert not all(torch.equal(runs[0][k], runs[2][k]) for k in runs[0] if runs[0][k].is_floating_point())
+
+
+@pytest.fixture(scope="module")
+def trained(tracr_dir, tmp_path_factory):
+    """A SIIT (summed) and an IIT model of case 3, two epochs each, written side by side."""
+    from cbench_builders.siit_build import train_case
+
+    out = tmp_path_factory.mktemp("siit")
+    siit = train_case("3", tracr_dir, out, overrides={**SMALL, "epochs": 2}, progress=False, keep_failed=True)
+    iit = train_case("3", tracr_dir, out, iit=True, overrides={**SMALL, "epochs": 2}, progress=False,
+                     keep_failed=True)
+    return out, siit, iit
+
+
+def _check_artifact(path: Path, algorithm: str):
+    art = read_model_artifact(path, verify=True)
+    meta = art.meta
+    assert meta["model_kind"] == "siit" and meta["case"] == "3" and meta["task_type"] == "numerical"
+    assert set(meta["metrics"]) >= {"accuracy", "iia", "siia"}
+    assert all(0.0 <= meta["metrics"][k] <= 1.0 for k in ("accuracy", "iia", "siia"))
+    assert meta["training"]["algorithm"] == algorithm and meta["training"]["epochs_trained"] == 2
+    assert meta["seed"] == 42 and meta["training"]["seed"] == 42  # the case spec's seed
+    assert meta["training_time_s"] > 0 and "cpu" in meta["hardware"]
+    assert meta["released"] == (not meta["release_gate_failures"])
+    # architecture of the paper, correspondence and circuit agree
+    assert (art.config["n_heads"], art.config["n_layers"], art.config["d_model"], art.config["d_mlp"]) == (4, 2, 12, 48)
+    corr = art.correspondence
+    head = next(e["low_level"][0]["node"] for e in corr["nodes"] if e["high_level_node"] == "a1.h0")
+    assert head.startswith("a1.h")
+    assert f"m0->{head}<v>" in art.circuit["edges"] and f"{head}->logits" in art.circuit["edges"]
+    assert set(art.circuit["nodes"]) == {"input", "m0", head, "logits"}
+    # node effects for every head and MLP, in/out of circuit, every ablation kind
+    effects = {e["node"]: e for e in meta["node_effects"]}
+    assert len(effects) == 10 and effects[head]["in_circuit"] and not effects["m1"]["in_circuit"]
+    assert all({"resample", "mean", "zero", "normalized_kl"} <= set(e) for e in effects.values())
+    assert art.tracr is not None and art.tracr.model_kind == "tracr"
+    assert "Node effects" in art.readme and f"`{head}`" in art.readme
+    # the model loads and runs
+    model = art.load_model()
+    assert model(torch.zeros(1, 5, dtype=torch.long)).shape == (1, 5, 1)
+
+
+def test_train_case_writes_a_valid_artifact(trained):
+    out, siit, _ = trained
+    assert siit.path == out / "case-3"
+    _check_artifact(siit.path, "summed")
+
+
+def test_algorithm_1_writes_a_valid_artifact(tracr_dir, tmp_path):
+    from cbench_builders.siit_build import train_case
+
+    out = train_case("3", tracr_dir, tmp_path, overrides={**SMALL, "algorithm": "algorithm-1", "epochs": 2},
+                     progress=False, keep_failed=True, failed_dir=tmp_path / "failed")
+    assert out.path.parent == (tmp_path if out.released else tmp_path / "failed")
+    _check_artifact(out.path, "algorithm-1")
+
+
+def test_iit_flag_writes_the_comparison_model(trained):
+    out, _, iit = trained
+    art = read_model_artifact(out / "iit-case-3")
+    assert iit.kind == "iit" and art.model_kind == "iit" and art.meta["training"]["siit_weight"] == 0.0
+    assert not any("SIIA" in r for r in art.meta["release_gate_failures"])  # strictness gates do not apply
+
+
+def test_siit_report_compares_iit_and_siit(trained, tmp_path):
+    from click.testing import CliRunner
+
+    from cbench_builders.siit_report import siit_report_cmd
+
+    out, siit, iit = trained
+    report = tmp_path / "report.md"
+    res = CliRunner().invoke(siit_report_cmd, ["--models", str(out), "--out", str(report), "--pairs", "200"])
+    assert res.exit_code == 0, res.output
+    text = report.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 3 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    iit_mean, siit_mean = float(cells[1]), float(cells[4])
+    assert 0.0 <= siit_mean <= 1.0 and 0.0 <= iit_mean <= 1.0
+    assert "Over 1 case(s)" in text
+    missing = CliRunner().invoke(siit_report_cmd, ["--models", str(tmp_path / "nothing"), "--out", str(report)])
+    assert missing.exit_code != 0
+
+
+def _run(tmp_path, *args):
+    env = dict(os.environ, CBENCH_HOME=str(tmp_path / "home"))
+    return subprocess.run([str(CBENCH), "build", "siit", "--out", str(tmp_path / "out"), *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cases", "999"], "unknown case '999'"),
+    (["--cases", "3", "--tracr-dir", "/nonexistent/tracr"], "no compiled Tracr model"),
+    ([], "say which cases"),
+    (["--cases", "3", "--main"], "not both"),
+    (["--cases", "3", "--iit", "--siit-weight", "0.5"], "do not pass --siit-weight"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, message):
+    proc = _run(tmp_path, *args)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert message in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()
