@@ -14,7 +14,7 @@ from cbench.scoring import hypothesis_tests as H
 from cbench.scoring.task import circuit_mask, outgoing_edges, pair_data, random_circuit, random_path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACR_3 = ROOT / "build" / "tracr" / "tracr-case-3"
+TRACR_3 = ROOT / "model_zoo" / "releases" / "models" / "cbench" / "tracr-case-3" / "v1.0.0"  # released, in every clone
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,6 @@ def test_bad_options(toy):
         H.sufficiency(case, data, edges, q_star=1.5)
 
 
-@pytest.mark.skipif(not TRACR_3.is_dir(), reason="build/tracr/tracr-case-3 not built yet")
 def test_tracr_case_3_ground_truth_passes_idealized_tests():
     """The paper's Tracr result (table 1, appendix E): equivalence, independence (p = 1) and
     minimality pass. Like the paper (appendix D), Tracr circuits are tested with zero ablation:
