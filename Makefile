@@ -30,7 +30,9 @@ test-all: setup
 	$(PY) -m pytest -m ''
 
 bench: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/bench_pull.py
+	$(PY) benchmarks/bench_discovery.py
+	$(PY) benchmarks/bench_siit.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
