@@ -113,10 +113,29 @@ def write_index(zoo: Path, version: str) -> Path:
     index = {
         "schema": "cbench/benchmark-index/v1", "name": "cbench", "version": version,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-        "cbench_version": cbench.__version__, "cases": cases, "datasets": datasets,
+        "cbench_version": cbench.__version__, "cases": _one_entry_per_case(cases), "datasets": datasets,
     }
     out = zoo / "releases" / "index.json"
     write_json(out, index)
+    return out
+
+
+_KIND_ORDER = {"siit": 0, "tracr": 1, "iit": 2}
+
+
+def _one_entry_per_case(models: list[dict]) -> list[dict]:
+    """One index entry per case: its primary model (the SIIT model when one is released, else the
+    Tracr model) at the top level, and every model of the case (kinds siit, tracr, iit) under
+    ``models``."""
+    by_case: dict[str, list[dict]] = {}
+    for m in models:
+        by_case.setdefault(m["case"], []).append(m)
+    out = []
+    for case in sorted(by_case, key=lambda c: (len(c), c)):
+        ms = sorted(by_case[case], key=lambda m: _KIND_ORDER.get(m["model_kind"], 9))
+        entry = dict(ms[0])
+        entry["models"] = [{k: m[k] for k in ("repo", "name", "model_kind", "circuit_edges", "versions")} for m in ms]
+        out.append(entry)
     return out
 
 

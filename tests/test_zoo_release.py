@@ -1,0 +1,45 @@
+"""The released artifacts kept in model_zoo/ (what every fresh clone's hub is seeded from)."""
+
+import hashlib
+import json
+from pathlib import Path
+
+from cbench.artifacts import verify_artifact
+from cbench.validation import check
+
+RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_index_is_valid_and_matches_every_released_file():
+    index = json.loads((RELEASES / "index.json").read_text())
+    check(index, "benchmark-index")
+    assert len({c["case"] for c in index["cases"]}) == len(index["cases"]) >= 16
+    n = 0
+    for entry in index["cases"]:
+        for model in entry["models"]:
+            org, name = model["repo"].split("/")
+            for v in model["versions"]:
+                root = RELEASES / "models" / org / name / v["version"]
+                for rel, sha in v["files"].items():
+                    assert _sha256(root / rel) == sha, (model["repo"], v["version"], rel)
+                    n += 1
+    assert n > 0
+    main = {"3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37"}
+    assert main <= {c["case"] for c in index["cases"]}
+    assert {d["repo"] for d in index["datasets"]} >= {"cbench/counterfactuals", "cbench/circuits", "cbench/ioi",
+                                                      "cbench/tracr-programs"}
+
+
+def test_released_siit_models_verify_and_pass_the_gates():
+    siit = sorted((RELEASES / "models" / "cbench").glob("case-*/v*"))
+    assert siit, "no SIIT model released"
+    for path in siit:
+        art = verify_artifact(path)
+        meta = json.loads((path / "meta.json").read_text())
+        assert meta["model_kind"] == "siit"
+        assert meta["metrics"]["iia"] >= 0.995 and meta["metrics"]["siia"] >= 0.995, path
+        assert (path / "tracr" / "meta.json").is_file() and (path / "correspondence.json").is_file()
