@@ -179,3 +179,40 @@ def test_verify_node_effects_on_a_hand_built_model():
             assert rows[node][kind] == 0.0, (node, kind)
     assert rows["m0"]["normalized_kl"] == pytest.approx(1.0, abs=1e-4)  # interchanging m0 = running the source
     assert abs(rows["a0.h0"]["normalized_kl"]) < 1e-6
+
+
+def test_tied_high_level_outputs_have_no_class_and_are_not_scored():
+    """RASP None: Tracr's output is all zeros there, every class ties; such positions are unlabelled."""
+    from cbench_builders.high_level import NO_CLASS, high_level_classes
+    from cbench_builders.siit_build import verify_node_effects
+
+    logits = torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [2.0, 2.0, 0.5], [0.3, 0.1, 0.0]]])
+    assert high_level_classes(logits).tolist() == [[1, NO_CLASS, NO_CLASS, 0]]
+
+    model = _one_mlp_model()
+    gen = torch.Generator().manual_seed(1)
+    base = torch.randint(1, 3, (200, 5), generator=gen)
+    source = torch.randint(1, 3, (200, 5), generator=gen)
+    base[:, 0] = source[:, 0] = 0
+    labels = base[:, 1:] - 1
+    unlabelled = labels.clone()
+    unlabelled[:, -1] = NO_CLASS  # the last position has no class: effects count the other three only
+    rows = {r["node"]: r for r in verify_node_effects(model, [(base, source)], [unlabelled], "categorical", {"m0"})}
+    differ = (base[:, 1:-1] != source[:, 1:-1]).float().mean().item()
+    assert rows["m0"]["resample"] == pytest.approx(differ, abs=1e-6)
+
+
+def test_training_loss_and_agreement_skip_unlabelled_positions():
+    from types import SimpleNamespace
+
+    from cbench_builders.high_level import NO_CLASS
+    from cbench_builders.siit import SIITTrainer
+
+    fake = SimpleNamespace(numerical=False, cfg=SimpleNamespace(atol=0.05))
+    out = torch.tensor([[[9.0, 9.0], [5.0, 0.0], [0.0, 5.0], [5.0, 0.0]]])  # position 0 (BOS) is never scored
+    target = torch.tensor([[0, NO_CLASS, 0]])
+    plain = torch.nn.functional.cross_entropy(out[0, [1, 3]], torch.tensor([0, 0]))
+    assert SIITTrainer._loss(fake, out, target).item() == pytest.approx(plain.item(), rel=1e-6)
+    assert SIITTrainer._agree(fake, out, target) == 1.0  # the wrong class sits where there is no label
+    assert SIITTrainer._agree(fake, out, torch.full((1, 3), NO_CLASS)) == 1.0
+    assert SIITTrainer._loss(fake, out, torch.full((1, 3), NO_CLASS)).item() == 0.0

@@ -10,6 +10,8 @@ the source. Labels exclude position 0 (BOS). Columns::
     base_ids, source_ids             list<int8|int16>  (BOS id first, unpadded)
     base_label, source_label         list<int8|int16> class indices | list<float32> values
     interchange_labels               list<list<...>> aligned to high_level_nodes
+                                     (categorical: an element is null where the program's
+                                     value is None -- the model gives no class there)
     high_level_nodes                 list<string>   (same in every row; also in the card and
                                                      the parquet metadata)
 
@@ -42,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from cbench.errors import BuildError, UsageError
+from cbench_builders.high_level import NO_CLASS
 from cbench_builders.parquet_io import write_parquet
 
 SPLITS = ("train", "validation", "test")
@@ -259,8 +262,9 @@ class CaseModel:
 
     ``label_batch(seqs)`` gets equal-length sequences of vocab items (no BOS) and returns the
     high-level model's labels at positions 1.. as an array ``[n, len]``: class indices into
-    ``output_classes`` (categorical) or values (numerical). ``interchange_batch(bases, sources,
-    op)`` the same for the bases with ``op`` taken from the sources.
+    ``output_classes``, or ``NO_CLASS`` where the model gives no class (categorical; written as
+    null), or values (numerical). ``interchange_batch(bases, sources, op)`` the same for the
+    bases with ``op`` taken from the sources.
     """
 
     case: str
@@ -365,9 +369,18 @@ class _Labeler:
             raise BuildError(f"case {self.cm.case}: {what} gave labels of shape {arr.shape}, expected {(n, length)}")
         if self.cm.task_type == "categorical":
             k = len(self.cm.output_classes)
-            if arr.size and (arr.min() < 0 or arr.max() >= k):
-                raise BuildError(f"case {self.cm.case}: {what} gave a class index outside 0..{k - 1}")
+            classes = arr[arr != NO_CLASS]
+            if classes.size and (classes.min() < 0 or classes.max() >= k):
+                raise BuildError(f"case {self.cm.case}: {what} gave a class index outside 0..{k - 1} "
+                                 f"(or {NO_CLASS} for no class)")
         return arr.astype(self.enc.np_label)
+
+    def _rows(self, arr: np.ndarray) -> list[list]:
+        """Label rows as lists; ``NO_CLASS`` -> ``None`` (a null element) for categorical tasks."""
+        rows = arr.tolist()
+        if self.cm.task_type == "categorical" and (arr == NO_CLASS).any():
+            rows = [[None if v == NO_CLASS else v for v in row] for row in rows]
+        return rows
 
     def labels(self, keys: list[tuple]) -> dict[tuple, list]:
         """Labels of every distinct input in ``keys`` (tuples of vocab indices)."""
@@ -382,7 +395,7 @@ class _Labeler:
                 self.calls += 1
                 arr = self._check(self.cm.label_batch([[vocab[j] for j in k] for k in chunk]), len(chunk), L,
                                   "the high-level model")
-                for k, row in zip(chunk, arr.tolist()):
+                for k, row in zip(chunk, self._rows(arr)):
                     out[k] = row
         return out
 
@@ -400,7 +413,7 @@ class _Labeler:
                 sources = [[vocab[j] for j in s_] for _, s_ in chunk]
                 arr = self._check(self.cm.interchange_batch(bases, sources, op), len(chunk), L,
                                   f"interchanging {op}")
-                for pr, row in zip(chunk, arr.tolist()):
+                for pr, row in zip(chunk, self._rows(arr)):
                     out[pr] = row
         return out
 

@@ -24,6 +24,7 @@ import cbench
 from cbench.errors import BuildError, CbenchError, UsageError, did_you_mean
 from cbench_builders import circuits_dataset, counterfactuals, ioi, ioi_vocab
 from cbench_builders.cards import render_card, size_category
+from cbench_builders.high_level import TIE_GAP
 from cbench_builders.parquet_io import read_metadata
 
 DATASETS = ("counterfactuals", "circuits", "ioi")
@@ -201,7 +202,7 @@ def write_counterfactuals_card(root: Path) -> Path:
     text = render_card("dataset_counterfactuals", {
         "repo": _repo("counterfactuals"), "configs": configs, "size_category": size_category(total),
         "command": command, "cbench_version": cbench.__version__,
-        "enumerate_limit": f"{counterfactuals.ENUMERATE_LIMIT:,}",
+        "enumerate_limit": f"{counterfactuals.ENUMERATE_LIMIT:,}", "tie_gap": f"{TIE_GAP:g}",
     })
     return _write_text(root / "README.md", text)
 

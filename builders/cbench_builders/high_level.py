@@ -15,7 +15,9 @@ embedding. Everything else is recomputed from the base input, so downstream ops 
 interchanged value.
 
 Labels exclude position 0 (BOS). Categorical labels are output-class indices (``meta
-["output_classes"][i]``; :meth:`decode` turns them into values); numerical labels are floats.
+["output_classes"][i]``; :meth:`decode` turns them into values), or ``NO_CLASS`` where the
+program's value is ``None`` (Tracr writes it as an all-zero output, so every class ties);
+numerical labels are floats.
 """
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cbench.errors import BuildError, UsageError, did_you_mean
+
+NO_CLASS = -100  # the label of a position where the high-level model gives no class (cross_entropy's ignore_index)
+TIE_GAP = 1e-3  # a categorical output whose top two logits are closer than this has no class
+
+
+def high_level_classes(logits: torch.Tensor) -> torch.Tensor:
+    """Argmax classes of high-level logits ``[..., n_classes]``; ``NO_CLASS`` where the top two
+    logits tie (within ``TIE_GAP``): Tracr writes RASP ``None`` as an all-zero output."""
+    if logits.shape[-1] < 2:
+        return logits.argmax(-1)
+    top = logits.topk(2, dim=-1).values
+    classes = logits.argmax(-1)
+    return classes.masked_fill(top[..., 0] - top[..., 1] < TIE_GAP, NO_CLASS)
 
 
 def _mlp_hidden_hook(layer: int) -> str:
@@ -108,20 +123,23 @@ class HighLevelModel:
             return self._outputs(self.model(tokens))
 
     def to_labels(self, outputs):
-        """Labels from :meth:`run`-style outputs: position 0 dropped; class indices or values."""
+        """Labels from :meth:`run`-style outputs: position 0 dropped; class indices (``NO_CLASS``
+        where the top two logits tie, i.e. the program's value is ``None``) or values."""
         outputs = outputs[:, 1:]
-        return outputs.argmax(-1) if self.task_type == "categorical" else outputs
+        return high_level_classes(outputs) if self.task_type == "categorical" else outputs
 
     def labels(self, tokens):
-        """``[batch, pos - 1]`` labels (position 0 excluded): class indices or float values."""
+        """``[batch, pos - 1]`` labels (position 0 excluded): class indices (or ``NO_CLASS``) or
+        float values."""
         return self.to_labels(self.run(tokens))
 
     def decode(self, labels) -> list[list]:
-        """Class indices -> output classes (categorical); floats unchanged (numerical)."""
+        """Class indices -> output classes, ``NO_CLASS`` -> ``None`` (categorical); floats
+        unchanged (numerical)."""
         rows = labels.tolist()
         if self.task_type != "categorical":
             return rows
-        return [[self.output_classes[i] for i in row] for row in rows]
+        return [[None if i == NO_CLASS else self.output_classes[i] for i in row] for row in rows]
 
     # ------------------------------------------------------------------ interchange
     def _patch_for(self, op: dict) -> _Patch | None:

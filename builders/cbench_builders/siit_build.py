@@ -79,15 +79,19 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
     bases (``[B, P-1]``)."""
     from cbench.ablation import node_effects
     from cbench.task_data import TaskData
+    from cbench_builders.high_level import NO_CLASS
 
     acc: dict[str, dict] = {}
     total = 0
     for (base, source), y in zip(pairs, labels):
         B, P = base.shape
         full = torch.zeros(B, P, dtype=y.dtype)
-        full[:, 1:] = y
         valid = torch.ones(B, P, dtype=torch.bool)
         valid[:, 0] = False
+        if task_type == "categorical":  # positions without a high-level class (RASP None) are not scored
+            valid[:, 1:] = y != NO_CLASS
+            y = y.clamp(min=0)
+        full[:, 1:] = y
         data = TaskData(base, source, full, valid, task_type, split="validation",
                         info={"origin": "siit validation pairs"})
         for e in node_effects(model, data, kinds=kinds):

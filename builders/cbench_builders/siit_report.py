@@ -43,6 +43,7 @@ def model_effects(path: Path, n_pairs: int = REPORT_PAIRS) -> ModelEffects:
     """Node effects of the model artifact at ``path`` on seeded validation pairs."""
     from cbench.artifacts import read_model_artifact
     from cbench_builders.interchange import ComponentForward
+    from cbench_builders.high_level import high_level_classes
     from cbench_builders.siit import SIITTrainer, make_input_set
     from cbench_builders.siit_build import verify_node_effects
 
@@ -58,7 +59,7 @@ def model_effects(path: Path, n_pairs: int = REPORT_PAIRS) -> ModelEffects:
     hl = ComponentForward(hl_art.load_model())
     with torch.no_grad():
         outs = [hl(b) for b, _ in pairs]
-    labels = [o[:, 1:, 0] if meta["task_type"] == "numerical" else o[:, 1:].argmax(-1) for o in outs]
+    labels = [o[:, 1:, 0] if meta["task_type"] == "numerical" else high_level_classes(o[:, 1:]) for o in outs]
     circuit_nodes = {n for n in art.circuit["nodes"] if n not in ("input", "logits")}
     effects = verify_node_effects(art.load_model(), pairs, labels, meta["task_type"], circuit_nodes,
                                   kinds=("resample",))
