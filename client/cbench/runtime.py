@@ -56,6 +56,8 @@ Public API (what discovery, ablation and scoring rely on)::
     rt.input_gradients(base, metric_fn, source=None, node_mask=None, ablated=None,
                        input_interpolation=None, sum_steps=None) -> (Tensor[K, B, P, D], value)
     rt.scores_from_input_gradients(diff[F, B, P, D], grads[K, B, P, D]) -> Tensor[E]
+    rt.destination_inputs(acts[F, B, P, D]) -> Tensor[K, B, P, D]   # unmasked inputs incl. biases
+    rt.node_output(node, inputs) -> Tensor[..., P, D | V]            # one node (incremental ACDC)
     rt.edge_mask_tensor(mask) / rt.node_mask_tensor(mask)  # validation + conversion
     edge_names_to_mask(graph, names) -> bool[E]     # q/k/v-level or head-level names
 
@@ -78,8 +80,7 @@ destination input, so ``result.probe.grad`` is d metric / d input of every desti
 :meth:`input_gradients` gives the same gradients without materialising per-head inputs (probes
 on the q/k/v projections mapped back through W_Q/W_K/W_V and the layer norm), the fast path for
 EAP and EAP-IG. ``run_masks(start_slot=k, prefix=acts)`` starts each pass at backward slot ``k``
-from given node outputs, for mask batches that differ only in inputs of slot ``k`` and later
-(ACDC). Tiny models on shared CPUs run much faster with ``torch.set_num_threads(1)`` (the CLI
+from given node outputs, for mask batches that differ only in inputs of slot ``k`` and later. Tiny models on shared CPUs run much faster with ``torch.set_num_threads(1)`` (the CLI
 sets it; ``CBENCH_THREADS`` overrides).
 
 Scores convention used by the discovery methods: metrics are losses (lower is better), and an
@@ -285,6 +286,47 @@ class CircuitRuntime:
         if ln is not None:
             x = ln(x)
         return m.unembed(x)
+
+    # ------------------------------------------------------------------ one node at a time
+    def destination_inputs(self, acts: torch.Tensor) -> torch.Tensor:
+        """The input of every destination ``[n_backward, B, P, D]`` when every edge is kept, from
+        node outputs ``acts [n_forward, B, P, D]``: the sum of its sources plus its constant bias."""
+        bias = torch.stack([self._slot_bias(k) for k in range(self.n_backward)])
+        return torch.einsum("fk,fbpd->kbpd", self._real, acts) + bias[:, None, None, :]
+
+    def _slot_bias(self, slot: int) -> torch.Tensor:
+        layer, rest = divmod(slot, self.per_layer_bwd)
+        if layer == self.n_layers:
+            return self._bias_logits
+        return self._bias_attn[layer] if rest < 3 * self.n_heads else self._bias_mlp[layer]
+
+    def node_output(self, node: str, x) -> torch.Tensor:
+        """The output of one node from its own (already summed) inputs, for incremental passes:
+        a head takes ``x = (q_in, k_in, v_in)``, each ``[..., P, D]`` with leading dimensions that
+        broadcast against each other (an input shared by every row is projected once), and gives
+        ``[..., P, D]``; an MLP takes ``[..., P, D]``; ``logits`` takes the final residual
+        ``[..., P, D]`` and gives the model outputs ``[..., P, d_vocab_out]``."""
+        n = self.graph.node(node)
+        if n.kind == "head":
+            blk = self.model.blocks[n.layer]
+            attn, h = blk.attn, n.head
+            q_in, k_in, v_in = x
+            q = blk.ln1(q_in) @ attn.W_Q[h] + attn.b_Q[h]
+            k = blk.ln1(k_in) @ attn.W_K[h] + attn.b_K[h]
+            v = blk.ln1(v_in) @ attn.W_V[h] + attn.b_V[h]
+            scores = q @ k.transpose(-1, -2) / attn.attn_scale
+            if self.causal:
+                P = scores.shape[-1]
+                keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
+                scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
+            pattern = torch.softmax(scores, dim=-1)
+            pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
+            return (pattern @ v) @ attn.W_O[h]
+        if n.kind == "mlp":
+            return self._mlp(n.layer, x)
+        if n.kind == "logits":
+            return self._unembed(x)
+        raise GraphError(f"node {node!r} has no inputs")
 
     # ------------------------------------------------------------------ clean runs
     @torch.no_grad()
@@ -766,7 +808,22 @@ class CircuitRuntime:
             out = out - g.mean(-1, keepdim=True)
         return out / scale
 
+    def _qkv_weights(self, layer: int):
+        """Layer ``layer``'s q, k and v projections fused: ``(W [D, 3*H*d_head], b [3*H*d_head],
+        W_rows [3H, D, d_head])`` (rows in backward-slot order: q of every head, then k, then v)."""
+        cache = self.__dict__.setdefault("_qkv_cache", {})
+        if layer not in cache:
+            attn = self.model.blocks[layer].attn
+            rows = torch.cat([attn.W_Q, attn.W_K, attn.W_V], 0).detach()  # [3H, D, dh]
+            W = rows.permute(1, 0, 2).reshape(rows.shape[1], -1).contiguous()
+            b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], 0).detach().reshape(-1)
+            cache[layer] = (W, b, rows)
+        return cache[layer]
+
     def _fast_input_grads(self, tokens, nm, ablated, metric_fn, sum_steps=None):
+        """Forward with the q/k/v projections fused in one matrix product per layer, then one
+        backward for the gradients at the projections, MLP inputs and final residual (taken on
+        those intermediate tensors directly), mapped back to each head's q/k/v input."""
         B, P = tokens.shape
         H, D = self.n_heads, self.d_model
         if nm is not None and nm.dim() == 1:
@@ -787,49 +844,51 @@ class CircuitRuntime:
         def needs(f0, f1):
             return nm is not None and (nm[:, f0:f1].requires_grad or not bool((nm[:, f0:f1] == 1).all()))
 
-        probes, resids = [], []
-        resid = interp(self._embed(tokens)[:, :, None], 0, 1)[:, :, 0]
+        targets, resids = [], []
+        emb = self._embed(tokens)
+        if not emb.requires_grad:  # a frozen model: the gradients still need a graph
+            emb = emb.detach().requires_grad_(True)
+        resid = interp(emb[:, :, None], 0, 1)[:, :, 0]
         f = 1
         for layer in range(self.n_layers):
             blk = self.model.blocks[layer]
             attn = blk.attn
             resids.append(resid.detach())
-            ln = blk.ln1(resid)
-            d_head = attn.W_Q.shape[-1]
-            pq = torch.zeros(3, B, P, H, d_head, dtype=self.dtype, device=self.device, requires_grad=True)
-            probes.append(pq)
-            q = torch.einsum("bpd,hde->bphe", ln, attn.W_Q) + attn.b_Q + pq[0]
-            k = torch.einsum("bpd,hde->bphe", ln, attn.W_K) + attn.b_K + pq[1]
-            v = torch.einsum("bpd,hde->bphe", ln, attn.W_V) + attn.b_V + pq[2]
-            scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale
+            W, b, _rows = self._qkv_weights(layer)
+            d_head = W.shape[1] // (3 * H)
+            qkv = torch.addmm(b, blk.ln1(resid).reshape(B * P, D), W).view(B, P, 3, H, d_head)
+            targets.append(qkv)
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, P, dh]
+            scores = q @ k.transpose(-1, -2) / attn.attn_scale
             if self.causal:
                 keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
                 scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
             pattern = torch.softmax(scores, dim=-1)
             pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
-            z = pattern @ v.permute(0, 2, 1, 3)  # [B, H, P, dh]
+            z = pattern @ v  # [B, H, P, dh]
             if needs(f, f + H):
                 heads = interp(torch.einsum("bhpe,hed->bphd", z, attn.W_O), f, f + H)
                 attn_out = heads.sum(2) + attn.b_O
             else:
-                attn_out = torch.einsum("bhpe,hed->bpd", z, attn.W_O) + attn.b_O
+                attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(B * P, -1),
+                                       attn.W_O.reshape(-1, D)).view(B, P, D)
             f += H
             if self.has_mlp:
-                mlp_in = resid if self.parallel else resid + attn_out
-                pm = torch.zeros(B, P, D, dtype=self.dtype, device=self.device, requires_grad=True)
-                probes.append(pm)
-                mlp_out = self._mlp(layer, mlp_in + pm)
+                mlp_in = resid.view(B, P, D) if self.parallel else resid + attn_out  # its own tensor
+                targets.append(mlp_in)
+                mlp_out = self._mlp(layer, mlp_in)
                 if needs(f, f + 1):
                     mlp_out = interp(mlp_out[:, :, None], f, f + 1)[:, :, 0]
                 f += 1
                 resid = resid + attn_out + mlp_out
             else:
                 resid = resid + attn_out
-        pl = torch.zeros(B, P, D, dtype=self.dtype, device=self.device, requires_grad=True)
-        probes.append(pl)
-        out = self._unembed(resid + pl)
+        resid = resid.view(B, P, D)
+        targets.append(resid)
+        out = self._unembed(resid)
         value = metric_fn(out)
-        grads = torch.autograd.grad(value, probes)
+        grads = torch.autograd.grad(value, targets)
+
         def fold(t):  # [k, B, P, D] -> summed over integrated-gradient steps
             if sum_steps is None:
                 return t
@@ -840,32 +899,28 @@ class CircuitRuntime:
         gi = 0
         for layer in range(self.n_layers):
             blk = self.model.blocks[layer]
-            attn = blk.attn
-            gq = grads[gi]
+            _W, _b, w_rows = self._qkv_weights(layer)
+            gq = grads[gi]  # [B, P, 3, H, dh]
             gi += 1
-            if type(blk.ln1).__name__ == "Identity" and sum_steps is not None:
+            identity = type(blk.ln1).__name__ == "Identity"
+            if identity and sum_steps is not None:
                 G, Z = sum_steps
-                gq = gq.reshape(3, G, Z, -1, P, H, gq.shape[-1]).sum(2).flatten(1, 2)
-                g_ln = torch.cat([torch.einsum("bphe,hde->hbpd", gq[0], attn.W_Q),
-                                  torch.einsum("bphe,hde->hbpd", gq[1], attn.W_K),
-                                  torch.einsum("bphe,hde->hbpd", gq[2], attn.W_V)], 0)
-                rows.append(g_ln)
-            else:
-                g_ln = torch.cat([torch.einsum("bphe,hde->hbpd", gq[0], attn.W_Q),
-                                  torch.einsum("bphe,hde->hbpd", gq[1], attn.W_K),
-                                  torch.einsum("bphe,hde->hbpd", gq[2], attn.W_V)], 0)  # [3H, B, P, D]
-                rows.append(fold(self._ln_vjp(blk.ln1, resids[layer], g_ln)))
+                gq = gq.reshape(G, Z, -1, P, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
+            b_rows = gq.shape[0]
+            g3 = gq.reshape(b_rows * P, 3 * H, -1).transpose(0, 1)  # [3H, b*P, dh]
+            g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, P, D)
+            rows.append(g_ln if identity else fold(self._ln_vjp(blk.ln1, resids[layer], g_ln)))
             if self.has_mlp:
                 rows.append(fold(grads[gi][None]))
                 gi += 1
         rows.append(fold(grads[gi][None]))
-        return torch.cat(rows, 0).detach(), float(value.detach())
+        return torch.cat(rows, 0), float(value.detach())
 
     def scores_from_input_gradients(self, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
         """Edge scores ``[n_edges]``: ``sum_{b,p} diff[src] . grads[dst]`` for every edge, where
         ``diff`` is ``[F, B, P, D]`` (e.g. clean minus ablated node outputs) and ``grads`` is
         ``[K, B, P, D]`` (from :meth:`input_gradients`)."""
-        mat = torch.einsum("fbpd,kbpd->fk", diff.expand_as(diff), grads)
+        mat = diff.expand(-1, *grads.shape[1:]).reshape(diff.shape[0], -1) @ grads.reshape(grads.shape[0], -1).T
         return self.graph.from_matrix(mat)
 
 

@@ -12,17 +12,22 @@ Scores: every edge is evaluated exactly once, and its ``delta`` at that moment i
 (the threshold at which this run would have pruned it), so one run ranks every edge; the
 classic circuit at ``threshold`` is ``in_graph``.
 
-Speed: a pass for a destination starts at that destination, from the clean outputs of the nodes
-before it (nothing upstream has changed yet in reverse topological order). Candidate removals are evaluated speculatively in batches on the runtime. For the next
-``w`` candidates of a destination, row ``j`` of one batched pass removes candidates ``1..j``
-together; walking the rows in order gives the exact sequential ACDC decisions up to the first
-edge that is kept, after which the remaining rows are discarded and a new batch starts. Each
-decision is therefore the one sequential ACDC makes; only the number of passes shrinks. Inside a
-pass the runtime shares the part of every input that is the same for all rows, and does not
-compute heads or MLPs whose outgoing edges are all removed. ``span=True`` lets a batch run on
-into the next destinations (fewer but heavier passes; slower on the models measured).
-Hyperparameters ``window``, ``prefix_cache`` and ``span`` change speed only, never the result
-(tests/test_discovery.py).
+Speed (the result is the sequential one; tests/test_discovery.py checks it against the
+hook-based reference and across these settings):
+
+* Incremental passes (``prefix_cache=True``). In reverse topological order every change so far
+  is to inputs of the current destination ``X`` or of nodes after it, so the nodes before ``X``
+  still have their clean outputs and removing edge ``u -> X`` changes ``X``'s input by exactly
+  ``-(clean[u] - ablated[u])``. The sweep keeps the current output of every node and the current
+  input of every destination; evaluating a candidate recomputes ``X`` and only the nodes its
+  change reaches through edges still in the circuit (few, once most edges are pruned), adding
+  each changed node's output difference to its readers' inputs, then the outputs and the metric.
+  A removal that is kept becomes the new current state. ``prefix_cache=False`` runs every
+  evaluation as a whole masked pass instead (slow; a cross-check).
+* Speculative batches. For the next ``w`` candidates of a destination, row ``j`` of one batched
+  pass removes candidates ``1..j`` together; walking the rows in order gives the exact
+  sequential decisions up to the first edge that is kept, after which the remaining rows are
+  discarded and a new batch starts. ``window`` caps ``w``.
 """
 
 from __future__ import annotations
@@ -33,121 +38,182 @@ import numpy as np
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import metric_slice
 
 PARAMS = {
     "threshold": Param(float, 0.01, low=0.0, doc="tau: remove an edge when the metric grows by less than this"),
     "window": Param(int, 64, low=1, high=65536, doc="largest number of speculative removals per batched pass"),
     "ablation": COMMON_PARAMS["ablation"],
-    "prefix_cache": Param(bool, True, doc="start each pass at the destination from the clean activations"),
-    "span": Param(bool, False, doc="let one speculative batch run on into the next destinations (fewer, heavier passes)"),
+    "prefix_cache": Param(bool, True, doc="incremental passes from the cached node outputs (False: whole "
+                                          "masked passes, a slow cross-check)"),
 }
 
+ROWS_BUDGET = 8192  # (candidate x example) rows per batched pass
 
-def _evaluate(ctx: Context, masks: torch.Tensor, start_slot=None, prefix=None, rows_budget: int = 8192) -> torch.Tensor:
-    rt = ctx.runtime
-    B = ctx.data.n_examples
-    per = max(1, rows_budget // max(B, 1))
-    vals = []
-    with torch.no_grad():
-        for s in range(0, masks.shape[0], per):
-            outs = rt.run_masks(ctx.data.base, masks[s:s + per], ablated=ctx.ablated, chunk_size=per,
-                                start_slot=start_slot, prefix=prefix)
-            vals.append(ctx.metric(outs))
-    return torch.cat(vals)
+
+class _Incremental:
+    """The current masked run, kept as node outputs and destination inputs, updated in place."""
+
+    def __init__(self, ctx: Context):
+        rt = self.rt = ctx.runtime
+        g = self.g = ctx.graph
+        self.metric = ctx.metric
+        self.acts = ctx.clean_acts.clone()  # [F, B, P, D] current node outputs
+        # nodes before the current destination are clean when it is visited, so removing edge
+        # u -> X always changes X's input by -(clean[u] - ablated[u])
+        self.diff = ctx.clean_acts - ctx.ablated.expand_as(ctx.clean_acts)
+        self.inp = rt.destination_inputs(self.acts)  # [K, B, P, D] current destination inputs
+        self.out = rt.node_output("logits", self.inp[-1])
+        self.m_cur = float(self.metric(self.out))
+        self.slots = {}  # forward node index (F for logits) -> its backward slots
+        for k, (node, _qkv) in enumerate(g.backward_slots):
+            f = g.n_forward if node == "logits" else g.forward_index(node)
+            self.slots.setdefault(f, []).append(k)
+        self.names = list(g.forward_nodes) + ["logits"]
+
+    def begin(self, k: int, kept_matrix: np.ndarray) -> None:
+        """Plan the passes for destination slot ``k`` under the current circuit: which later nodes
+        its change reaches, and through which kept edges."""
+        g = self.g
+        node = g.backward_slots[k][0]
+        self.k = k
+        self.fx = g.n_forward if node == "logits" else g.forward_index(node)
+        changed = [self.fx]
+        self.plan = []
+        for f in range(self.fx + 1, g.n_forward + 1):
+            reads = [(s, [c for c in changed if kept_matrix[c, s]]) for s in self.slots[f]]
+            if any(srcs for _, srcs in reads):
+                self.plan.append((f, reads))
+                changed.append(f)
+
+    def _compute(self, f: int, x: dict, w: int) -> torch.Tensor:
+        """Node f's output ``[w, B, P, ...]`` from new slot inputs ``x`` (others: current)."""
+        slots = self.slots[f]
+        if len(slots) == 3:  # a head: inputs not changed are shared by every row
+            y = self.rt.node_output(self.names[f], [x[s] if s in x else self.inp[s] for s in slots])
+            return y.expand(w, *y.shape[-3:]) if y.dim() == 3 else y
+        return self.rt.node_output(self.names[f], x[slots[0]])
+
+    def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
+        w = len(cands)
+        x_new = self.inp[self.k] - self.diff[edge_src[cands]].cumsum(0)  # row j: candidates 0..j removed
+        new_inp = {self.k: x_new}
+        y = self._compute(self.fx, new_inp, w)
+        new_acts = {self.fx: y}
+        deltas = {}
+        if self.fx < self.g.n_forward:
+            deltas[self.fx] = y - self.acts[self.fx]
+        for f, reads in self.plan:
+            x = {}
+            for s, srcs in reads:
+                if srcs:
+                    xs = self.inp[s]
+                    for c in srcs:
+                        xs = xs + deltas[c]
+                    x[s] = xs
+            new_inp.update(x)
+            yf = self._compute(f, x, w)
+            new_acts[f] = yf
+            if f < self.g.n_forward:
+                deltas[f] = yf - self.acts[f]
+        out = new_acts.get(self.g.n_forward)
+        if out is None:  # the change reaches no output
+            out = self.out.expand(w, *self.out.shape)
+        self.pending = (new_inp, new_acts, out)
+        return self.metric(out).tolist()
+
+    def commit(self, row: int) -> None:
+        """Make row ``row`` of the last evaluation the current state."""
+        new_inp, new_acts, out = self.pending
+        for s, v in new_inp.items():
+            self.inp[s] = v[row]
+        for f, v in new_acts.items():
+            if f < self.g.n_forward:
+                self.acts[f] = v[row]
+        self.out = out[row]
+
+
+class _WholePasses:
+    """Every evaluation is a whole masked pass of the runtime (the cross-check)."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        rt = ctx.runtime
+        self.kept = torch.ones(rt.n_edges, dtype=rt.dtype, device=rt.device)
+        self.m_cur = self._values(self.kept[None])[0]
+
+    def _values(self, masks: torch.Tensor) -> list[float]:
+        ctx = self.ctx
+        outs = ctx.runtime.run_masks(ctx.data.base, masks, ablated=ctx.ablated)
+        return ctx.metric(outs).tolist()
+
+    def begin(self, k: int, kept_matrix: np.ndarray) -> None:
+        pass
+
+    def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
+        rows = self.kept.repeat(len(cands), 1)
+        for j, e in enumerate(cands):
+            rows[j:, e] = 0.0
+        self.rows = rows
+        return self._values(rows)
+
+    def commit(self, row: int) -> None:
+        self.kept = self.rows[row].clone()
 
 
 def run(ctx: Context, threshold: float, window: int, ablation: str = "resample", prefix_cache: bool = True,
-        span: bool = False, **_) -> "DiscoveryResult":
+        **_) -> "DiscoveryResult":
     t0 = time.perf_counter()
     g = ctx.graph
-    rt = ctx.runtime
-    E = g.n_edges
-    mask = torch.ones(E, dtype=rt.dtype, device=rt.device)
+    E, F, K = g.n_edges, g.n_forward, g.n_backward
+    edge_src, edge_dst = g.edge_forward, g.edge_backward
+    kept = np.ones(E, dtype=bool)
+    kept_matrix = np.zeros((F, K), dtype=bool)
+    kept_matrix[edge_src, edge_dst] = True
     scores = np.zeros(E, dtype=np.float64)
-    by_dst: dict[int, list[int]] = {}
-    for e in g.edges:
-        by_dst.setdefault(e.backward, []).append(e.index)
-    out_edges = {f: np.flatnonzero(g.edge_forward == f) for f in range(g.n_forward)}
-    m_cur = float(_evaluate(ctx, mask[None])[0])
-    # Destinations are visited in reverse order, so every change so far is to inputs of this
-    # destination or later ones: the nodes before it still compute their clean outputs, and a
-    # pass can start at the destination (run_masks' start_slot) from the clean activations.
-    clean_acts = ctx.clean_acts if prefix_cache else None
-    n_passes = 1
-    w = min(window, 8)
+    into = {k: sorted(np.flatnonzero(edge_dst == k).tolist(), key=lambda i: -edge_src[i]) for k in range(K)}
+    out_of = {f: np.flatnonzero(edge_src == f) for f in range(F)}
+    max_rows = max(1, ROWS_BUDGET // max(ctx.data.n_examples, 1))
     bar = progress_bar(E, "acdc", ctx.progress)
-    dsts = [(k, sorted(by_dst.get(k, []), key=lambda i: -g.edges[i].forward)) for k in reversed(range(g.n_backward))]
-    dst_node = [g.backward_slots[k][0] for k, _ in dsts]
-
-    def dead(m: torch.Tensor, j: int) -> bool:
-        node = dst_node[j]
-        return node != "logits" and float(m[out_edges[g.forward_index(node)]].sum()) == 0.0
-
-    di, ci = 0, 0  # next destination (visiting order) and next candidate within it
-    while di < len(dsts):
-        # The speculative chain: the next candidates in visiting order, across destinations when
-        # `span` allows, each row removing every candidate before it in the chain. A destination
-        # entered on the way is checked for being dead under that same assumption.
-        spec = mask.clone()
-        rows, entries = [], []
-        j, c = di, ci
-        while j < len(dsts) and len(rows) < w:
-            k, cands = dsts[j]
-            if c == 0 and dead(spec, j):
-                entries.append(("dead", j))
-                spec[cands] = 0.0
-                j += 1
+    with torch.inference_mode():
+        sweep = _Incremental(ctx) if prefix_cache else _WholePasses(ctx)
+        m_cur = sweep.m_cur
+        n_passes = 1
+        w = min(window, 8)
+        for k in reversed(range(K)):
+            node = g.backward_slots[k][0]
+            cands = into[k]
+            if not cands:
                 continue
-            if c >= len(cands) or (rows and not span and j != entries[-1][1]):
-                if c < len(cands):
-                    break
-                j, c = j + 1, 0
-                continue
-            e = cands[c]
-            spec[e] = 0.0
-            rows.append(spec.clone())
-            entries.append(("eval", j, c, e))
-            c += 1
-        if not entries:  # nothing left but destinations without candidates
-            di, ci = j, c
-            continue
-        vals = []
-        if rows:
-            start = min(dsts[en[1]][0] for en in entries if en[0] == "eval")
-            vals = _evaluate(ctx, torch.stack(rows), start if prefix_cache else None, clean_acts).tolist()
-            n_passes += 1
-        prev = m_cur
-        r = 0
-        kept = False
-        for en in entries:
-            if en[0] == "dead":
-                _, jj = en
-                cands = dsts[jj][1]
-                mask[cands] = 0.0
-                scores[cands] = 0.0
+            if node != "logits" and not kept[out_of[g.forward_index(node)]].any():
+                kept[cands] = False  # a dead node: its inputs go without evaluation (delta 0)
+                kept_matrix[edge_src[cands], k] = False
                 bar.update(len(cands))
-                di, ci = jj + 1, 0
                 continue
-            _, jj, cc, e = en
-            delta = vals[r] - prev
-            scores[e] = delta
-            bar.update(1)
-            if delta < threshold:
-                mask[e] = 0.0
-                prev = vals[r]
-                r += 1
-                di, ci = (jj, cc + 1) if cc + 1 < len(dsts[jj][1]) else (jj + 1, 0)
-            else:
-                kept = True
-                di, ci = (jj, cc + 1) if cc + 1 < len(dsts[jj][1]) else (jj + 1, 0)
-                break
-        m_cur = prev
-        done = r + (1 if kept else 0)
-        w = min(window, w * 2) if not kept else max(4, min(window, 2 * max(done, 1)))
+            sweep.begin(k, kept_matrix)
+            c = 0
+            while c < len(cands):
+                batch = cands[c:c + min(w, max_rows)]
+                vals = sweep.evaluate(batch, edge_src)
+                n_passes += 1
+                removed, stopped = 0, False
+                for j, e in enumerate(batch):
+                    delta = vals[j] - m_cur
+                    scores[e] = delta
+                    if delta < threshold:
+                        kept[e] = False
+                        kept_matrix[edge_src[e], k] = False
+                        m_cur = vals[j]
+                        removed = j + 1
+                    else:
+                        stopped = True
+                        break
+                if removed:
+                    sweep.commit(removed - 1)
+                done = removed + stopped
+                bar.update(done)
+                c += done
+                w = max(4, min(window, 2 * done)) if stopped else min(window, 2 * w)
     bar.close()
-    in_graph = (mask > 0.5).cpu().numpy()
-    params = {"threshold": threshold, "window": window, "ablation": ablation, "prefix_cache": prefix_cache,
-              "span": span}
-    return finish(ctx, "acdc", params, scores, in_graph, t0,
-                  extra={"n_passes": n_passes, "final_metric": m_cur, "n_edges_kept": int(in_graph.sum())})
+    params = {"threshold": threshold, "window": window, "ablation": ablation, "prefix_cache": prefix_cache}
+    return finish(ctx, "acdc", params, scores, kept, t0,
+                  extra={"n_passes": n_passes, "final_metric": m_cur, "n_edges_kept": int(kept.sum())})

@@ -82,7 +82,7 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
             node_mask[gi][:, members] = alphas[:, None]
         node_mask = node_mask.reshape(G * Z, F)  # one row per (group, step); applies to n examples each
         tokens = ctx.data.base[s:e].repeat(G * Z, 1)
-        abl = ablated[:, s:e].repeat(1, G * Z, 1, 1)
+        abl = ablated[:, s:e]  # the same for every (group, step) row block
 
         def metric_fn(out, m=m, G=G, n=n):
             return m(out.reshape(G, Z, n, *out.shape[1:])).sum() / Z
@@ -91,8 +91,9 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
         grads = grads.reshape(K, G, n, *grads.shape[2:])  # summed over steps
         for gi, members in enumerate(grp):
             if variant == "inputs":
-                members = list(range(F))  # the input-interpolated gradients score every edge
-            mat[members] += torch.einsum("fbpd,kbpd->fk", diff[members, s:e], grads[:, gi]) * (n / N)
+                members = slice(0, F)  # the input-interpolated gradients score every edge
+            d = diff[members, s:e]
+            mat[members] += (d.reshape(d.shape[0], -1) @ grads[:, gi].reshape(K, -1).T) * (n / N)
         bar.update(1)
     bar.close()
     scores = -g.from_matrix(mat)
