@@ -60,6 +60,28 @@ def test_strictness_loss_raises_siia(tracr_dir):
     assert iit.history[-1]["loss_strict"] == 0.0  # IIT computes no strictness loss
 
 
+@pytest.mark.parametrize("source_gradients", [False, True])
+def test_strictness_gradient_reaches_an_interchanged_node_only_through_the_source(tracr_dir, source_gradients):
+    """Strictness alone, every non-aligned node interchanged: a last-layer MLP's own weights learn
+    only when the loss is differentiated through the source activations (``source_gradients``)."""
+    from cbench_builders.siit import make_optimizer
+
+    trainer, data = _trainer(tracr_dir, iit_weight=0.0, behavior_weight=0.0, siit_weight=1.0, strict_prob=1.0,
+                             source_gradients=source_gradients)
+    last = trainer.ll.cfg.n_layers - 1
+    assert f"m{last}" in trainer.non_aligned
+    w_out = trainer.ll.blocks[last].mlp.W_out
+    before = w_out.detach().clone()
+    x = next(iter(data.train.values()))
+    base, source = x[:128], x[128:256]
+    with torch.no_grad():
+        y_b = trainer._target(trainer.hl_f(base))
+    opt = make_optimizer(trainer.ll.parameters(), trainer.cfg)
+    losses = trainer._step(opt, base, source, y_b, torch.Generator().manual_seed(0))
+    assert losses[1] > 0
+    assert torch.equal(w_out.detach(), before) is (not source_gradients)
+
+
 def test_training_is_deterministic_given_the_seed(tracr_dir):
     runs = []
     for seed_shift in (0, 0, 1):
