@@ -119,6 +119,48 @@ def test_bench_is_resumable(art, capsys):
     assert (out / "scores" / "toy3" / "eap.json").stat().st_mtime_ns == stamp  # not run again
 
 
+
+def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, capsys, tmp_path):
+    root, _ = art
+    out = tmp_path / "bench"
+    args = ["bench", "--cases", str(root / "toy"), "--methods", "eap,random,activation-patching", "--out", str(out),
+            "--sampled", "--n-examples", "20"]
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    first = json.loads((out / "results.json").read_text())["results"]
+    scores = out / "scores" / "toy3"
+    stamps = {m: (scores / f"{m}.json").stat().st_mtime_ns for m in ("eap", "random", "activation-patching")}
+    # as a run killed while writing activation-patching would leave it: eap and random done, no third file
+    (scores / "activation-patching.json").unlink()
+    # a file made another way (another seed) is stale, one cut short is invalid: both are run again
+    doc = json.loads((scores / "random.json").read_text())
+    doc["method"]["hyperparameters"]["seed"] = 5
+    (scores / "random.json").write_text(json.dumps(doc))
+    (out / "results.json").unlink()
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    assert (scores / "eap.json").stat().st_mtime_ns == stamps["eap"]  # kept
+    assert json.loads((scores / "random.json").read_text())["method"]["hyperparameters"]["seed"] == 0  # redone
+    assert (scores / "activation-patching.json").is_file()
+    again = json.loads((out / "results.json").read_text())["results"]
+    assert again["auroc"] == first["auroc"] and again["node_auroc"] == first["node_auroc"]
+    assert set(again["method_runtime_s"]["toy3"]) == {"eap", "random", "activation-patching"}
+    assert again["model_kind"] == {"toy3": "tracr"}
+    table = (out / "table.md").read_text()
+    assert "| toy3 | tracr-case-toy3 |" in table and "Method runtime per case" in table
+    # a half-written file (not possible with the atomic writes, but a copy can be cut short) is redone
+    (scores / "eap.json").write_text((scores / "eap.json").read_text()[:100])
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    assert json.loads((out / "results.json").read_text())["results"]["auroc"] == first["auroc"]
+    # another number of pairs is another run: nothing is reused
+    stamp = (scores / "random.json").stat().st_mtime_ns
+    code, _, err = run(capsys, *args[:-1], "12")
+    assert code == 0, err
+    assert json.loads((scores / "eap.json").read_text())["data"]["n_examples"] == 12
+    assert (scores / "random.json").stat().st_mtime_ns != stamp
+
+
 def _one_line_error(code, err, *needles):
     assert code not in (0, None)
     assert "Traceback" not in err

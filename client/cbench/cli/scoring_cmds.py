@@ -395,6 +395,14 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 def bench(cases, methods, out_dir, n_examples, sampled, seed):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
+    import os
+
+    import torch
+
     from cbench.scoring.bench import run_bench
+
+    # tiny models on shared CPUs: one intra-op thread is much faster than contending threads (as
+    # `cbench discover`); with torch's default of one per core, node SP on case 3 took 28 s, not 1 s
+    torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
 
     run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)

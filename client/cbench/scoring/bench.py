@@ -5,13 +5,21 @@ Layout of the results directory (``--out DIR``)::
     DIR/scores/<case>/<method>.json   edge-scores document of each run (written atomically)
     DIR/failures/<case>/<method>.txt  the one-line error of a run that failed
     DIR/results.json                  cbench/results/v1, kind "bench"
-    DIR/table.md                      AUROC per case and method, mean and spread; Mann-Whitney U
-                                      p-values and Vargha-Delaney A12 between methods (InterpBench
-                                      tables 8-9)
-    DIR/auroc_boxplot.png, DIR/diff_to_acdc.png, DIR/roc_<case>.png
+    DIR/table.md                      edge and node AUROC per case (and the model used) and method,
+                                      mean and spread; Mann-Whitney U p-values and Vargha-Delaney A12
+                                      between methods (InterpBench tables 8-9); method runtimes
+    DIR/auroc_boxplot.png             edge AUROC per method over the cases (box, cases, mean)
+    DIR/diff_to_acdc.png              per case: each method's edge AUROC minus ACDC's
+    DIR/roc_<case>.png                the case's edge ROC curves, one panel per method
 
-Resumable: a (case, method) whose scores file exists and is valid is not run again, so a killed
-run continues where it stopped. Cases: ``main`` (InterpBench's 16 main cases) or a comma list of
+Resumable: a (case, method) whose scores file exists, is valid for the case's graph and was made
+the same way (same model kind, the method's current default hyperparameters, the same number of
+pairs, dataset or sampled pairs) is not run again, so a killed run continues where it stopped;
+a file made another way is run again and replaced. Each scores file keeps the method's own
+``runtime_s`` (the discovery itself, after the data and ablations are prepared); results.json
+collects them per case and method (``method_runtime_s``) and table.md shows them.
+
+Cases: ``main`` (InterpBench's 16 main cases) or a comma list of
 case ids, case names or artifact directories; a case id resolves to the SIIT model ``case-<id>``
 and falls back to the Tracr model ``tracr-case-<id>``.
 """
@@ -81,7 +89,13 @@ def _atomic_json(path: Path, doc) -> None:
     write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def _load_existing(path: Path, graph, case: str):
+def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
+                   sampled: bool):
+    """The scores document at ``path`` if it can be reused: valid for this case and graph, from
+    the same model kind, with the method's current default hyperparameters and the same data
+    (sampled or not, as many pairs: ``n_ok(n)`` says whether this run's data has ``n`` pairs).
+    None otherwise (missing, half-written or stale: run again)."""
+    from cbench.discovery import validate_hyperparameters
     from cbench.scoring.ground_truth import check_edge_scores
     from cbench.validation import read_json
 
@@ -90,9 +104,17 @@ def _load_existing(path: Path, graph, case: str):
     try:
         doc = read_json(path)
         check_edge_scores(doc, graph, case=case, source=str(path))
-        return doc
     except CbenchError:
-        return None  # half-written or stale: run again
+        return None
+    if doc.get("model", {}).get("kind") != kind or doc.get("method", {}).get("name") != method:
+        return None
+    hp = doc["method"].get("hyperparameters", {})
+    if any(v is not None and hp.get(k) != v for k, v in validate_hyperparameters(method, {}).items()):
+        return None
+    data = doc.get("data", {})
+    if (data.get("split") == "sampled") != sampled or not n_ok(data.get("n_examples")):
+        return None
+    return doc
 
 
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
@@ -115,6 +137,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     failures: dict[str, dict[str, str]] = {}
     timings: dict[str, dict[str, float | None]] = {}
     models: dict[str, str] = {}
+    kinds: dict[str, str] = {}
     for case_arg in case_list:
         try:
             label, artifact = _resolve(case_arg)
@@ -123,21 +146,34 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             failures.setdefault(case_arg, {})["*"] = str(exc)
             continue
         models[label] = str(artifact.path)
+        kinds[label] = artifact.model_kind
         if not artifact.circuit:
             echo(f"case {label}: skipped (no ground-truth circuit)")
             failures.setdefault(label, {})["*"] = "no ground-truth circuit"
             continue
         graph = artifact.graph
         truth = circuit_edge_names(graph, artifact.circuit)
-        sc = data = None
+        prepared: dict = {}
+
+        def case_data(artifact=artifact, prepared=prepared):
+            if not prepared:
+                prepared["sc"] = sc = case_from_artifact(artifact)
+                prepared["data"] = pair_data(sc, n=n_examples, seed=seed, sampled=sampled)
+            return prepared["sc"], prepared["data"]
+
+        def n_ok(n, requested=n_examples, case_data=case_data):
+            # the data holds the pairs asked for, or all there are when the dataset has fewer
+            return n == requested or (not sampled and n == case_data()[1].n_examples)
+
         for method in method_list:
             path = out / "scores" / label / f"{method}.json"
-            doc = _load_existing(path, graph, label)
+            try:
+                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled)
+            except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
+                doc = None
             if doc is None:
                 try:
-                    if sc is None:
-                        sc = case_from_artifact(artifact)
-                        data = pair_data(sc, n=n_examples, seed=seed, sampled=sampled)
+                    sc, data = case_data()
                     result = discover(sc.runtime, data, method, progress=False)
                     doc = to_edge_scores_document(result, label, {"repo": None, "revision": None,
                                                                   "kind": artifact.model_kind},
@@ -164,14 +200,18 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     node_auroc = {c: node_auroc[c] for c in sorted(node_auroc, key=_case_key)}
     rocs = {c: rocs[c] for c in sorted(rocs, key=_case_key)}
     stats = _method_stats(auroc, method_list)
-    table = _markdown(auroc, node_auroc, method_list, stats, time.perf_counter() - t0)
-    (out / "table.md").write_text(table)
+    timings = {c: timings[c] for c in sorted(timings, key=_case_key)}
     if not auroc:
+        (out / "table.md").write_text(_markdown(auroc, node_auroc, method_list, stats, time.perf_counter() - t0,
+                                                kinds, timings))
         raise CbenchError("no case could be scored: " + "; ".join(
             f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
     plots = _plots(out, auroc, rocs, method_list)
     wall = time.perf_counter() - t0
+    table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings)
+    (out / "table.md").write_text(table)
     doc = results_document("bench", {"auroc": auroc, "node_auroc": node_auroc, "method_runtime_s": timings,
+                                     "model_kind": {c: kinds[c] for c in sorted(kinds, key=_case_key)},
                                      "summary": stats["summary"], "mann_whitney_p": stats["p"], "a12": stats["a12"],
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
                            {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
@@ -204,28 +244,51 @@ def _method_stats(auroc: dict, methods: list[str]) -> dict:
     return {"summary": summary, "p": p, "a12": a12}
 
 
-def _markdown(auroc, node_auroc, methods, stats, wall) -> str:
+def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None) -> str:
+    kinds, timings = kinds or {}, timings or {}
+
     def f(x, d=3):
         return "–" if x is None else f"{x:.{d}f}"
 
+    def fp(x):  # p-values: small ones in scientific notation, not as 0.0000
+        return "–" if x is None else (f"{x:.4f}" if x >= 1e-3 else f"{x:.1e}")
+
+    def model(c):
+        kind = kinds.get(c)
+        return "" if kind is None else (f"case-{c}" if kind == "siit" else f"{kind}-case-{c}")
+
+    head = "| case | model | " + " | ".join(methods) + " |"
+    rule = "|---|---|" + "---|" * len(methods)
     lines = ["# cbench bench", "", "Edge AUROC against the ground truth (q/k/v promoted to heads; head score = max |score| "
-             "over q/k/v, signed for mask-logit methods such as sp and edge-sp).", "",
-             "| case | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+             "over q/k/v, signed for mask-logit methods such as sp and edge-sp). Model: the SIIT model "
+             "`case-<id>` where released, else the compiled Tracr model `tracr-case-<id>`.", "", head, rule]
     for c in auroc:
-        lines.append(f"| {c} | " + " | ".join(f(auroc[c].get(m)) for m in methods) + " |")
+        lines.append(f"| {c} | {model(c)} | " + " | ".join(f(auroc[c].get(m)) for m in methods) + " |")
     s = stats["summary"]
-    lines.append("| **mean** | " + " | ".join(f(s[m].get("mean")) for m in methods) + " |")
-    lines.append("| **std** | " + " | ".join(f(s[m].get("std")) for m in methods) + " |")
-    lines += ["", "Node AUROC:", "", "| case | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    lines.append("| **mean** | | " + " | ".join(f(s[m].get("mean")) for m in methods) + " |")
+    lines.append("| **std** | | " + " | ".join(f(s[m].get("std")) for m in methods) + " |")
+    lines += ["", "Node AUROC (– where every node is in the circuit):", "", head, rule]
     for c in node_auroc:
-        lines.append(f"| {c} | " + " | ".join(f(node_auroc[c].get(m)) for m in methods) + " |")
-    for title, key, digits in (("Wilcoxon-Mann-Whitney U p-values (two-sided)", "p", 4),
-                               ("Vargha-Delaney A12 (row method better than column when > 0.5)", "a12", 3)):
+        lines.append(f"| {c} | {model(c)} | " + " | ".join(f(node_auroc[c].get(m)) for m in methods) + " |")
+    for title, key, fmt in (("Wilcoxon-Mann-Whitney U p-values (two-sided)", "p", fp),
+                            ("Vargha-Delaney A12 (row method better than column when > 0.5)", "a12", f)):
         lines += ["", f"{title}:", "", "| | " + " | ".join(methods[1:]) + " |", "|---|" + "---|" * (len(methods) - 1)]
         for i, a in enumerate(methods[:-1]):
-            row = [("" if j <= i else f(stats[key].get(a, {}).get(b), digits)) for j, b in enumerate(methods[1:], start=1)]
+            row = [("" if j <= i else fmt(stats[key].get(a, {}).get(b))) for j, b in enumerate(methods[1:], start=1)]
             lines.append(f"| {a} | " + " | ".join(row) + " |")
-    lines += ["", f"Wall time: {wall:.1f} s.", ""]
+    if timings:
+        def t(x):
+            return "–" if x is None else f"{x:.2f}"
+
+        lines += ["", "Method runtime per case (s; the discovery itself, after data and ablations are prepared; "
+                  "kept from the run that made the scores file):", "", head, rule]
+        for c in timings:
+            lines.append(f"| {c} | {model(c)} | " + " | ".join(t(timings[c].get(m)) for m in methods) + " |")
+        per = {m: [timings[c][m] for c in timings if timings[c].get(m) is not None] for m in methods}
+        lines.append("| **mean** | | " + " | ".join(t(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
+        lines.append("| **total** | | " + " | ".join(t(float(np.sum(v))) if v else "–" for v in per.values()) + " |")
+    lines += ["", f"Wall time of this run (after loading the package; a resumed run counts only its own work, "
+              f"plots included): {wall:.1f} s.", ""]
     return "\n".join(lines)
 
 
@@ -237,9 +300,10 @@ def _plots(out: Path, auroc, rocs, methods) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cbench.scoring.report import plot_roc, write_bytes_atomic
+    from cbench.scoring.report import write_bytes_atomic
 
     written = []
+    colors = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
 
     def save(fig, name):
         buf = io.BytesIO()
@@ -251,34 +315,70 @@ def _plots(out: Path, auroc, rocs, methods) -> list[str]:
 
     data = [[auroc[c][m] for c in auroc if auroc[c].get(m) is not None] for m in methods]
     if any(data):
-        fig, ax = plt.subplots(figsize=(1.2 * len(methods) + 2, 4), dpi=110)
-        ax.boxplot([d if d else [np.nan] for d in data])
-        ax.set_xticks(range(1, len(methods) + 1), methods)
-        for i, d in enumerate(data, start=1):
-            ax.scatter(np.full(len(d), i) + np.random.default_rng(i).uniform(-0.12, 0.12, len(d)), d, s=10, alpha=0.6)
+        fig, ax = plt.subplots(figsize=(1.2 * len(methods) + 2, 4.2), dpi=110)
+        ax.boxplot([d if d else [np.nan] for d in data], showfliers=False, widths=0.55)
+        for i, (m, d) in enumerate(zip(methods, data), start=1):
+            jitter = np.random.default_rng(i).uniform(-0.14, 0.14, len(d))
+            ax.scatter(np.full(len(d), i) + jitter, d, s=12, alpha=0.7, color=colors[m], zorder=3)
+            if d:
+                ax.scatter([i], [np.mean(d)], marker="D", s=28, facecolor="white", edgecolor="k", zorder=4)
+        ax.set_xticks(range(1, len(methods) + 1), [f"{m}\n(n={len(d)})" for m, d in zip(methods, data)])
+        ax.set_xlabel("method")
         ax.set_ylabel("edge AUROC")
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title("edge AUROC per method over cases")
-        plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+        ax.axhline(0.5, c="grey", ls=":", lw=0.8)
+        ax.set_title(f"edge AUROC per method over {len(auroc)} cases (box: quartiles and median; "
+                     "dots: cases; diamond: mean; dotted: chance)", fontsize=9)
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
         save(fig, "auroc_boxplot.png")
     if "acdc" in methods and auroc:
         others = [m for m in methods if m != "acdc"]
         cases = [c for c in auroc if auroc[c].get("acdc") is not None]
         if others and cases:
-            fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(cases) + 2), 4), dpi=110)
+            fig, ax = plt.subplots(figsize=(max(5, 0.55 * len(cases) + 3), 4.2), dpi=110)
             width = 0.8 / len(others)
             x = np.arange(len(cases))
             for i, m in enumerate(others):
-                diffs = [(auroc[c].get(m) - auroc[c]["acdc"]) if auroc[c].get(m) is not None else np.nan for c in cases]
-                ax.bar(x + i * width - 0.4 + width / 2, diffs, width, label=m)
+                diffs = np.array([(auroc[c].get(m) - auroc[c]["acdc"]) if auroc[c].get(m) is not None else np.nan
+                                  for c in cases])
+                xs = x + i * width - 0.4 + width / 2
+                ax.bar(xs, diffs, width, label=m, color=colors[m])
+                ax.scatter(xs, diffs, s=6, color=colors[m], zorder=3)  # a zero difference stays visible
             ax.axhline(0, c="k", lw=0.8)
+            for b in x[:-1]:
+                ax.axvline(b + 0.5, c="grey", lw=0.4, alpha=0.5)
             ax.set_xticks(x, cases)
+            ax.set_xlim(-0.6, len(cases) - 0.4)
             ax.set_xlabel("case")
-            ax.set_ylabel("AUROC − ACDC's AUROC")
-            ax.legend(fontsize=7)
+            ax.set_ylabel("edge AUROC − ACDC's edge AUROC")
+            ax.set_title("per-case difference to ACDC (dots on the line: same AUROC as ACDC)", fontsize=9)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             save(fig, "diff_to_acdc.png")
     for c, curves in rocs.items():
-        name = f"roc_{c}.png"
-        plot_roc(out / name, curves, f"case {c}: edge ROC per method")
-        written.append(name)
+        # one small panel per method: curves of different methods often coincide (several at AUROC
+        # 1), so overlaid they would hide each other
+        n = len(curves)
+        ncol = min(4, n)
+        nrow = -(-n // ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(2.3 * ncol + 0.3, 2.35 * nrow + 0.5), dpi=110,
+                                 sharex=True, sharey=True, squeeze=False)
+        for ax, (m, (fpr, tpr, area)) in zip(axes.flat, curves.items()):
+            ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=0.7)
+            ax.plot(fpr, tpr, lw=1.8, color=colors.get(m), drawstyle="default")
+            ax.fill_between(fpr, tpr, color=colors.get(m), alpha=0.12)
+            ax.set_title(f"{m}: AUROC {area:.3f}", fontsize=8.5)
+            ax.set_xlim(-0.02, 1.02)
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_aspect("equal")
+            ax.tick_params(labelsize=7)
+        for i, ax in enumerate(axes.flat):
+            if i >= n:
+                ax.set_visible(False)
+            elif i + ncol >= n:  # the lowest panel of its column
+                ax.xaxis.set_tick_params(labelbottom=True)
+                ax.set_xlabel("false positive rate", fontsize=8)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("true positive rate", fontsize=8)
+        fig.suptitle(f"case {c}: edge ROC per method (dashed: chance)", fontsize=10)
+        save(fig, f"roc_{c}.png")
     return written
