@@ -43,3 +43,20 @@ def test_released_siit_models_verify_and_pass_the_gates():
         assert meta["model_kind"] == "siit"
         assert meta["metrics"]["iia"] >= 0.995 and meta["metrics"]["siia"] >= 0.995, path
         assert (path / "tracr" / "meta.json").is_file() and (path / "correspondence.json").is_file()
+
+
+def test_the_index_version_never_goes_back(tmp_path):
+    """Releasing a new repository at v1.0.0 after the benchmark reached v1.1.0 keeps the index at v1.1.0."""
+    import shutil
+
+    from cbench_builders.release import write_index
+
+    zoo = tmp_path / "zoo"
+    src = RELEASES / "models" / "cbench" / "tracr-case-3" / "v1.0.0"
+    shutil.copytree(src, zoo / "releases" / "models" / "cbench" / "tracr-case-3" / "v1.0.0")
+    (zoo / "releases" / "index.json").write_text(json.dumps({"version": "v1.1.0"}))
+    assert json.loads(write_index(zoo, "v1.0.0").read_text())["version"] == "v1.1.0"
+    index = json.loads(write_index(zoo, "v1.2.0").read_text())
+    assert index["version"] == "v1.2.0"
+    check(index, "benchmark-index")
+    assert [c["case"] for c in index["cases"]] == ["3"]

@@ -85,9 +85,18 @@ def release(built: dict[str, Path], version: str, zoo: Path, only: set[str] | No
 
 
 def write_index(zoo: Path, version: str) -> Path:
-    """Seed a scratch hub from the zoo and write ``releases/index.json`` with the real commit shas."""
+    """Seed a scratch hub from the zoo and write ``releases/index.json`` with the real commit shas.
+
+    The index's benchmark version never goes back: releasing an older version of one repository
+    (a new model at v1.0.0, say) keeps the index at the newest version it had."""
     from cbench.artifacts import write_json
-    from cbench.hub import Hub, ensure_seeded, zoo_releases
+    from cbench.hub import Hub, ensure_seeded, parse_version, zoo_releases
+
+    index_path = zoo / "releases" / "index.json"
+    if index_path.is_file():
+        previous = json.loads(index_path.read_text()).get("version")
+        if previous and parse_version(previous) > parse_version(version):
+            version = previous
 
     with tempfile.TemporaryDirectory(prefix="cbench-index-") as tmp:
         hub_dir = Path(tmp) / "hub"

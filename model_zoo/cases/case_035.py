@@ -31,23 +31,24 @@ SPEC = {
     "seed": 42,
     "training": {
         "algorithm": "summed",
-        "lr": 0.003,
+        "lr": 0.001,
         "lr_end": 0.0002,
-        "lr_decay_epochs": 15,
+        "lr_decay_epochs": 30,
         "betas": [
             0.9,
             0.9
         ],
         "batch_size": 512,
-        "epochs": 40,
+        "epochs": 80,
         "iit_weight": 1.0,
-        "siit_weight": 1.0,
+        "siit_weight": 3.0,
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
         "train_size": 20000,
         "target": 0.997,
-        "node_target": 0.993,
-        "eval_pairs": 1000
+        "node_target": 0.997,
+        "eval_pairs": 1000,
+        "source_gradients": True
     }
 }
 
