@@ -44,6 +44,7 @@ Public API (what discovery, ablation and scoring rely on)::
     rt.graph, rt.n_edges, rt.n_forward, rt.n_backward, rt.cfg, rt.d_model
     rt.clean(tokens) -> Tensor[B, P, V]              # the unpatched model, bit-exact (no grad)
     rt.node_outputs(tokens) -> Tensor[F, B, P, D]    # every node's clean output
+    rt.paired_outputs(base, source) -> (out[B, P, V], acts[F, B, P, D], source acts)  # one pass
     rt.ablated_outputs(base, source=None, ablation="resample", reference=None,
                        positional=True) -> Tensor[F, B|1, P|1, D]
     rt.run(base, source=None, edge_mask=None, node_mask=None, ablation="resample",
@@ -54,7 +55,9 @@ Public API (what discovery, ablation and scoring rely on)::
                                           # many masks on the same inputs, one batch
     rt.edge_mask_gradient(base, metric_fn, source=None, edge_mask=None, ...) -> (Tensor[E], value)
     rt.input_gradients(base, metric_fn, source=None, node_mask=None, ablated=None,
-                       input_interpolation=None, sum_steps=None) -> (Tensor[K, B, P, D], value)
+                       input_interpolation=None, sum_steps=None, first_block_acts=False,
+                       shared_first=False)
+                                          -> (Tensor[K, B, P, D], value[, Tensor[F, B/C, P, D]])
     rt.scores_from_input_gradients(diff[F, B, P, D], grads[K, B, P, D]) -> Tensor[E]
     rt.destination_inputs(acts[F, B, P, D]) -> Tensor[K, B, P, D]   # unmasked inputs incl. biases
     rt.node_output(node, inputs) -> Tensor[..., P, D | V]            # one node (incremental ACDC)
@@ -315,25 +318,89 @@ class CircuitRuntime:
             k = blk.ln1(k_in) @ attn.W_K[h] + attn.b_K[h]
             v = blk.ln1(v_in) @ attn.W_V[h] + attn.b_V[h]
             scores = q @ k.transpose(-1, -2) / attn.attn_scale
+            P = scores.shape[-1]
             if self.causal:
-                P = scores.shape[-1]
-                keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
-                scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
-            pattern = torch.softmax(scores, dim=-1)
-            pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
+                scores = scores.masked_fill(self._future(P, scores.device), float(attn.IGNORE))
+            # every row keeps at least its own position, so no row is all-masked (no NaN to clear)
+            if P < 8:  # the fused kernel is slow on very short rows; same values to float rounding
+                e = (scores - scores.amax(-1, keepdim=True)).exp_()
+                pattern = e / e.sum(-1, keepdim=True)
+            else:
+                pattern = torch.softmax(scores, dim=-1)
             return (pattern @ v) @ attn.W_O[h]
         if n.kind == "mlp":
+            mlp = self.model.blocks[n.layer].mlp
+            if type(mlp).__name__ == "MLP" and not self.cfg.is_layer_norm_activation():
+                # TransformerLens's MLP without its hook points (the same products)
+                xin = self.model.blocks[n.layer].ln2(x)
+                shape = xin.shape
+                pre = torch.addmm(mlp.b_in, xin.reshape(-1, shape[-1]), mlp.W_in)
+                out = torch.addmm(mlp.b_out, mlp.act_fn(pre), mlp.W_out)
+                return out.view(*shape[:-1], out.shape[-1])
             return self._mlp(n.layer, x)
         if n.kind == "logits":
             return self._unembed(x)
         raise GraphError(f"node {node!r} has no inputs")
 
+    def _future(self, P: int, device) -> torch.Tensor:
+        """``[P, P]`` bool, True above the diagonal (the positions a causal head cannot see)."""
+        cache = self.__dict__.setdefault("_future_cache", {})
+        key = (P, str(device))
+        if key not in cache:
+            with torch.inference_mode(False):  # usable by autograd passes later too
+                cache[key] = torch.ones(P, P, dtype=torch.bool, device=device).triu(1)
+        return cache[key]
+
     # ------------------------------------------------------------------ clean runs
     @torch.no_grad()
     def node_outputs(self, tokens) -> torch.Tensor:
         """Every forward node's output on an unpatched run: ``[n_forward, B, P, D]``."""
-        res = self._forward_resid(self.tokens_tensor(tokens), None, None, keep_acts=True, exact=False)
-        return res.acts
+        return self._plain_pass(self.tokens_tensor(tokens)).acts
+
+    @torch.no_grad()
+    def _plain_pass(self, tokens: torch.Tensor) -> RunResult:
+        """The unpatched pass with every node's output (not bit-exact): the residual stream, with
+        each layer's q/k/v projections fused in one matrix product (per-head inputs are all the
+        residual stream here, so they are not materialised)."""
+        B, P = tokens.shape
+        H, D = self.n_heads, self.d_model
+        resid = self._embed(tokens)
+        chunks = [resid[None]]
+        future = self._future(P, resid.device) if self.causal else None
+        for layer in range(self.n_layers):
+            blk = self.model.blocks[layer]
+            attn = blk.attn
+            W, b, _rows = self._qkv_weights(layer)
+            d_head = W.shape[1] // (3 * H)
+            qkv = torch.addmm(b, blk.ln1(resid).reshape(B * P, D), W).view(B, P, 3, H, d_head)
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, P, dh]
+            scores = q @ k.transpose(-1, -2) / attn.attn_scale
+            if future is not None:
+                scores = scores.masked_fill(future, float(attn.IGNORE))
+            pattern = torch.softmax(scores, dim=-1)
+            pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
+            heads = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]
+            chunks.append(heads)
+            attn_out = heads.sum(0) + attn.b_O
+            if self.has_mlp:
+                mlp_out = self._mlp(layer, resid if self.parallel else resid + attn_out)
+                chunks.append(mlp_out[None])
+                resid = resid + attn_out + mlp_out
+            else:
+                resid = resid + attn_out
+        return RunResult(self._unembed(resid), torch.cat(chunks, 0))
+
+    @torch.no_grad()
+    def paired_outputs(self, base, source) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One unpatched pass over ``base`` and ``source`` rows together: ``(outputs on base
+        [B, P, V], node outputs on base [F, B, P, D], node outputs on source [F, B, P, D])``.
+        Both in the same (not bit-exact, see :meth:`clean`) arithmetic."""
+        b, s = self.tokens_tensor(base), self.tokens_tensor(source)
+        if s.shape != b.shape:
+            raise UsageError(f"source inputs have shape {tuple(s.shape)}, base inputs {tuple(b.shape)}")
+        B = b.shape[0]
+        res = self._plain_pass(torch.cat([b, s]))
+        return res.output[:B], res.acts[:, :B], res.acts[:, B:]
 
     @torch.no_grad()
     def clean(self, tokens) -> torch.Tensor:
@@ -740,8 +807,18 @@ class CircuitRuntime:
     def input_gradients(self, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
                         edge_mask=None, node_mask=None, ablation: str = "resample", reference=None,
                         positional: bool = True, ablated: torch.Tensor | None = None,
-                        input_interpolation=None, sum_steps: tuple[int, int] | None = None):
+                        input_interpolation=None, sum_steps: tuple[int, int] | None = None,
+                        first_block_acts: bool = False, shared_first: bool = False):
         """``(d metric / d input of every destination [n_backward, B, P, D], metric value)``.
+
+        ``first_block_acts=True`` (node masks only, no edge mask): also return, third, every
+        node's output ``[n_forward, B/C, P, D]`` on the first block of rows (those the first
+        node-mask row applies to), e.g. the alpha = 0 rows of EAP-IG-inputs, which are the run
+        on the source inputs; ``ablated`` then only needs its ``input`` row.
+
+        ``shared_first=True``: position 0 is computed once when it is the same in every row (causal
+        attention, one token there, only ``input`` interpolated, see ``_fast_input_grads``); the
+        gradients at position 0 are then zeros, for callers whose differences there are zero.
 
         ``sum_steps=(G, Z)``: the rows are G x Z blocks of B/(G Z) examples (e.g. groups and
         integrated-gradient steps); the gradients are summed over Z, giving ``[K, G * B/(G Z), P, D]``.
@@ -768,7 +845,10 @@ class CircuitRuntime:
             if nm is not None and ablated is None:
                 ablated = self.ablated_outputs(tokens, source, ablation, reference, positional)
             with torch.enable_grad():
-                return self._fast_input_grads(tokens, nm, ablated, metric_fn, sum_steps)
+                return self._fast_input_grads(tokens, nm, ablated, metric_fn, sum_steps, first_block_acts,
+                                              shared_first)
+        if first_block_acts:
+            raise UsageError("first_block_acts needs the residual-stream pass (no edge mask, a supported norm)")
         with torch.enable_grad():
             res = self.run(tokens, source, edge_mask, node_mask, ablation, reference, positional, ablated,
                            input_probe=True, input_interpolation=input_interpolation)
@@ -813,23 +893,43 @@ class CircuitRuntime:
         W_rows [3H, D, d_head])`` (rows in backward-slot order: q of every head, then k, then v)."""
         cache = self.__dict__.setdefault("_qkv_cache", {})
         if layer not in cache:
-            attn = self.model.blocks[layer].attn
-            rows = torch.cat([attn.W_Q, attn.W_K, attn.W_V], 0).detach()  # [3H, D, dh]
-            W = rows.permute(1, 0, 2).reshape(rows.shape[1], -1).contiguous()
-            b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], 0).detach().reshape(-1)
-            cache[layer] = (W, b, rows)
+            with torch.inference_mode(False), torch.no_grad():  # usable by autograd passes later too
+                cache[layer] = self._fuse_qkv(layer)
         return cache[layer]
 
-    def _fast_input_grads(self, tokens, nm, ablated, metric_fn, sum_steps=None):
+    def _fuse_qkv(self, layer: int):
+        attn = self.model.blocks[layer].attn
+        rows = torch.cat([attn.W_Q, attn.W_K, attn.W_V], 0).detach()  # [3H, D, dh]
+        W = rows.permute(1, 0, 2).reshape(rows.shape[1], -1).contiguous()
+        b = torch.cat([attn.b_Q, attn.b_K, attn.b_V], 0).detach().reshape(-1)
+        return W, b, rows
+
+    def _fast_input_grads(self, tokens, nm, ablated, metric_fn, sum_steps=None, first_block_acts=False,
+                          shared_first: bool = False):
         """Forward with the q/k/v projections fused in one matrix product per layer, then one
         backward for the gradients at the projections, MLP inputs and final residual (taken on
-        those intermediate tensors directly), mapped back to each head's q/k/v input."""
+        those intermediate tensors directly), mapped back to each head's q/k/v input.
+
+        ``shared_first``: when attention is causal, every row has the same token at position 0
+        and only the ``input`` node is interpolated, with the same value at position 0 in every
+        row, position 0 computes the same thing in every row: it is run once, without gradient,
+        and the rows carry positions 1.. only (its keys and values are shared). The gradients at
+        position 0 are then returned as zeros: for callers (EAP-IG-inputs) whose clean and
+        ablated outputs are equal there, so those gradients are multiplied by zero anyway."""
         B, P = tokens.shape
         H, D = self.n_heads, self.d_model
         if nm is not None and nm.dim() == 1:
             nm = nm[None]
         C = 1 if nm is None else nm.shape[0]
         n = B // C
+        emb = self._embed(tokens)
+        if shared_first:
+            shared_first = self._first_position_shared(tokens, emb, nm, ablated)
+        o = 1 if shared_first else 0  # positions computed in the rows: o .. P-1
+        Pm = P - o
+        abl = ablated
+        if o and ablated is not None and ablated.shape[2] == P:
+            abl = ablated[:, :, o:]
 
         def interp(x, f0, f1):
             if nm is None:
@@ -837,84 +937,154 @@ class CircuitRuntime:
             alpha = nm[:, f0:f1]
             if bool((alpha == 1).all()) and not alpha.requires_grad:
                 return x
-            a = self._abl_view(ablated, f0, f1, C, n, P)
-            xv = x.reshape(C, n, P, f1 - f0, D)
-            return (a + alpha[:, None, None, :, None] * (xv - a)).reshape(B, P, f1 - f0, D)
+            a = self._abl_view(abl, f0, f1, C, n, Pm)
+            xv = x.reshape(C, n, Pm, f1 - f0, D)
+            return (a + alpha[:, None, None, :, None] * (xv - a)).reshape(B, Pm, f1 - f0, D)
 
         def needs(f0, f1):
             return nm is not None and (nm[:, f0:f1].requires_grad or not bool((nm[:, f0:f1] == 1).all()))
 
+        first = self._first_position(emb[:1, :1].detach()) if o else None
         targets, resids = [], []
-        emb = self._embed(tokens)
+        block = [] if first_block_acts else None  # node outputs on rows 0 .. n-1
+
+        def keep_block(x):  # [k, n, Pm, D] -> with position 0 in front
+            if o:
+                x = torch.cat([first["acts"][len(block)].expand(x.shape[0], n, 1, D), x], 2)
+            block.append(x)
+
         if not emb.requires_grad:  # a frozen model: the gradients still need a graph
             emb = emb.detach().requires_grad_(True)
-        resid = interp(emb[:, :, None], 0, 1)[:, :, 0]
+        resid = interp(emb[:, o:, None], 0, 1)[:, :, 0]
+        if block is not None:
+            keep_block(resid[:n].detach()[None])
         f = 1
+        future = self._future(P, emb.device)[o:] if self.causal else None
         for layer in range(self.n_layers):
             blk = self.model.blocks[layer]
             attn = blk.attn
             resids.append(resid.detach())
             W, b, _rows = self._qkv_weights(layer)
             d_head = W.shape[1] // (3 * H)
-            qkv = torch.addmm(b, blk.ln1(resid).reshape(B * P, D), W).view(B, P, 3, H, d_head)
+            qkv = torch.addmm(b, blk.ln1(resid).reshape(B * Pm, D), W).view(B, Pm, 3, H, d_head)
             targets.append(qkv)
-            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, P, dh]
-            scores = q @ k.transpose(-1, -2) / attn.attn_scale
-            if self.causal:
-                keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
-                scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
-            pattern = torch.softmax(scores, dim=-1)
-            pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
-            z = pattern @ v  # [B, H, P, dh]
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, Pm, dh]
+            if o:
+                k0, v0 = first["kv"][layer]
+                k = torch.cat([k0.expand(B, H, o, d_head), k], 2)
+                v = torch.cat([v0.expand(B, H, o, d_head), v], 2)
+            scores = q @ k.transpose(-1, -2) / attn.attn_scale  # [B, H, Pm, P]
+            if future is not None:
+                scores = torch.where(future, attn.IGNORE.to(scores.device), scores)
+            if P < 8 and future is not None:  # short rows: the fused kernel is slow (no row is all-masked)
+                e = (scores - scores.detach().amax(-1, keepdim=True)).exp()
+                pattern = e / e.sum(-1, keepdim=True)
+            else:
+                pattern = torch.softmax(scores, dim=-1)
+                pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
+            z = pattern @ v  # [B, H, Pm, dh]
             if needs(f, f + H):
                 heads = interp(torch.einsum("bhpe,hed->bphd", z, attn.W_O), f, f + H)
                 attn_out = heads.sum(2) + attn.b_O
+                if block is not None:
+                    keep_block(heads[:n].detach().permute(2, 0, 1, 3))
             else:
-                attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(B * P, -1),
-                                       attn.W_O.reshape(-1, D)).view(B, P, D)
+                attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(B * Pm, -1),
+                                       attn.W_O.reshape(-1, D)).view(B, Pm, D)
+                if block is not None:
+                    with torch.no_grad():
+                        keep_block(torch.einsum("nhpe,hed->hnpd", z[:n], attn.W_O))
             f += H
             if self.has_mlp:
-                mlp_in = resid.view(B, P, D) if self.parallel else resid + attn_out  # its own tensor
+                mlp_in = resid.view(B, Pm, D) if self.parallel else resid + attn_out  # its own tensor
                 targets.append(mlp_in)
                 mlp_out = self._mlp(layer, mlp_in)
                 if needs(f, f + 1):
                     mlp_out = interp(mlp_out[:, :, None], f, f + 1)[:, :, 0]
+                if block is not None:
+                    keep_block(mlp_out[:n].detach()[None])
                 f += 1
                 resid = resid + attn_out + mlp_out
             else:
                 resid = resid + attn_out
-        resid = resid.view(B, P, D)
+        resid = resid.view(B, Pm, D)
         targets.append(resid)
         out = self._unembed(resid)
+        if o:
+            out = torch.cat([first["out"].expand(B, o, -1), out], 1)
         value = metric_fn(out)
         grads = torch.autograd.grad(value, targets)
 
-        def fold(t):  # [k, B, P, D] -> summed over integrated-gradient steps
-            if sum_steps is None:
-                return t
-            G, Z = sum_steps
-            return t.reshape(t.shape[0], G, Z, -1, P, D).sum(2).flatten(1, 2)
+        def fold(t):  # [k, B, Pm, D] -> summed over integrated-gradient steps, position 0 back
+            if sum_steps is not None:
+                G, Z = sum_steps
+                t = t.reshape(t.shape[0], G, Z, -1, Pm, D).sum(2).flatten(1, 2)
+            if o:
+                t = torch.cat([t.new_zeros(t.shape[0], t.shape[1], o, D), t], 2)
+            return t
 
         rows = []
         gi = 0
         for layer in range(self.n_layers):
             blk = self.model.blocks[layer]
             _W, _b, w_rows = self._qkv_weights(layer)
-            gq = grads[gi]  # [B, P, 3, H, dh]
+            gq = grads[gi]  # [B, Pm, 3, H, dh]
             gi += 1
             identity = type(blk.ln1).__name__ == "Identity"
             if identity and sum_steps is not None:
                 G, Z = sum_steps
-                gq = gq.reshape(G, Z, -1, P, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
+                gq = gq.reshape(G, Z, -1, Pm, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
             b_rows = gq.shape[0]
-            g3 = gq.reshape(b_rows * P, 3 * H, -1).transpose(0, 1)  # [3H, b*P, dh]
-            g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, P, D)
-            rows.append(g_ln if identity else fold(self._ln_vjp(blk.ln1, resids[layer], g_ln)))
+            g3 = gq.reshape(b_rows * Pm, 3 * H, -1).transpose(0, 1)  # [3H, b*Pm, dh]
+            g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, Pm, D)
+            if identity:
+                rows.append(torch.cat([g_ln.new_zeros(3 * H, b_rows, o, D), g_ln], 2) if o else g_ln)
+            else:
+                rows.append(fold(self._ln_vjp(blk.ln1, resids[layer], g_ln)))
             if self.has_mlp:
                 rows.append(fold(grads[gi][None]))
                 gi += 1
         rows.append(fold(grads[gi][None]))
+        if block is not None:
+            return torch.cat(rows, 0), float(value.detach()), torch.cat(block, 0)
         return torch.cat(rows, 0), float(value.detach())
+
+    def _first_position_shared(self, tokens, emb, nm, ablated) -> bool:
+        """Whether position 0 is the same computation in every row (see ``_fast_input_grads``)."""
+        if not self.causal or tokens.shape[1] < 2 or not bool((tokens[:, 0] == tokens[0, 0]).all()):
+            return False
+        if nm is None:
+            return True
+        if nm.requires_grad or not bool((nm[:, 1:] == 1).all()) or ablated is None:
+            return False
+        return bool((ablated[0][..., :1, :] == emb[0, 0]).all())
+
+    @torch.no_grad()
+    def _first_position(self, resid: torch.Tensor) -> dict:
+        """Position 0 alone (``resid`` its input ``[1, 1, D]``), as ``_fast_input_grads`` computes it:
+        per layer its key and value ``[1, H, 1, dh]``, every node's output there ``[k, 1, 1, D]``
+        (input, heads, MLP, in forward order) and the model output ``[1, 1, V]``."""
+        H, D = self.n_heads, self.d_model
+        kv, acts = [], [resid[None]]
+        for layer in range(self.n_layers):
+            blk = self.model.blocks[layer]
+            attn = blk.attn
+            W, b, _rows = self._qkv_weights(layer)
+            d_head = W.shape[1] // (3 * H)
+            qkv = torch.addmm(b, blk.ln1(resid).reshape(1, D), W).view(1, 1, 3, H, d_head)
+            q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+            kv.append((k, v))
+            pattern = torch.softmax(q @ k.transpose(-1, -2) / attn.attn_scale, dim=-1)
+            z = pattern @ v
+            acts.append(torch.einsum("nhpe,hed->hnpd", z, attn.W_O))
+            attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(1, -1), attn.W_O.reshape(-1, D)).view(1, 1, D)
+            if self.has_mlp:
+                mlp_out = self._mlp(layer, resid if self.parallel else resid + attn_out)
+                acts.append(mlp_out[None])
+                resid = resid + attn_out + mlp_out
+            else:
+                resid = resid + attn_out
+        return {"kv": kv, "acts": acts, "out": self._unembed(resid)}
 
     def scores_from_input_gradients(self, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
         """Edge scores ``[n_edges]``: ``sum_{b,p} diff[src] . grads[dst]`` for every edge, where

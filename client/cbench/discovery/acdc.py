@@ -6,7 +6,9 @@ incoming edges from the latest source to the earliest. Removing edge ``e`` from 
 circuit changes the metric (a loss: KL to the clean model or L2) by ``delta``; when ``delta <
 threshold`` the edge is removed for good and the current metric becomes the new value. A
 destination node whose outputs were all removed already loses its inputs without evaluation
-(``delta = 0``, exactly what evaluating would give).
+(``delta = 0``, exactly what evaluating would give). Likewise an edge whose source has the same
+clean and ablated output (e.g. a Tracr head that ignores its inputs, under resample ablation)
+changes nothing when removed: its ``delta`` is exactly 0 and it is decided without a pass.
 
 Scores: every edge is evaluated exactly once, and its ``delta`` at that moment is its score
 (the threshold at which this run would have pruned it), so one run ranks every edge; the
@@ -27,7 +29,11 @@ hook-based reference and across these settings):
 * Speculative batches. For the next ``w`` candidates of a destination, row ``j`` of one batched
   pass removes candidates ``1..j`` together; walking the rows in order gives the exact
   sequential decisions up to the first edge that is kept, after which the remaining rows are
-  discarded and a new batch starts. ``window`` caps ``w``.
+  discarded and a new batch starts. Each destination starts with few rows (one when a row is
+  costly next to a pass's fixed cost, up to 8 for tiny models; the nearest source, tried first,
+  is the likeliest to be kept), ``w`` doubles while edges keep being removed and drops back after a
+  kept edge, so little work is spent past a kept edge. ``window`` caps ``w``. Each row's input
+  is built by subtracting the removed edges' differences one at a time, the reference's order.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ PARAMS = {
 }
 
 ROWS_BUDGET = 8192  # (candidate x example) rows per batched pass
+CHEAP_ROW_WORK = 1e6  # multiply-adds per candidate row (~) that cost about as much as one pass's overhead
 
 
 class _Incremental:
@@ -95,26 +102,39 @@ class _Incremental:
 
     def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
         w = len(cands)
-        x_new = self.inp[self.k] - self.diff[edge_src[cands]].cumsum(0)  # row j: candidates 0..j removed
+        # row j: candidates 0..j removed, subtracted one at a time (the reference's order)
+        x_new = torch.empty((w,) + tuple(self.inp.shape[1:]), dtype=self.inp.dtype, device=self.inp.device)
+        prev = self.inp[self.k]
+        for j, e in enumerate(cands):
+            prev = torch.sub(prev, self.diff[edge_src[e]], out=x_new[j])
         new_inp = {self.k: x_new}
         y = self._compute(self.fx, new_inp, w)
         new_acts = {self.fx: y}
+        # a node whose output did not change in any row (exactly: Tracr's saturated attention and
+        # ReLUs often absorb a change) is not passed on; nodes reading only unchanged ones are skipped
         deltas = {}
         if self.fx < self.g.n_forward:
-            deltas[self.fx] = y - self.acts[self.fx]
+            d = y - self.acts[self.fx]
+            if bool(d.any()):
+                deltas[self.fx] = d
         for f, reads in self.plan:
             x = {}
             for s, srcs in reads:
-                if srcs:
+                live = [c for c in srcs if c in deltas]
+                if live:
                     xs = self.inp[s]
-                    for c in srcs:
+                    for c in live:
                         xs = xs + deltas[c]
                     x[s] = xs
+            if not x:
+                continue
             new_inp.update(x)
             yf = self._compute(f, x, w)
             new_acts[f] = yf
             if f < self.g.n_forward:
-                deltas[f] = yf - self.acts[f]
+                d = yf - self.acts[f]
+                if bool(d.any()):
+                    deltas[f] = d
         out = new_acts.get(self.g.n_forward)
         if out is None:  # the change reaches no output
             out = self.out.expand(w, *self.out.shape)
@@ -172,13 +192,18 @@ def run(ctx: Context, threshold: float, window: int, ablation: str = "resample",
     scores = np.zeros(E, dtype=np.float64)
     into = {k: sorted(np.flatnonzero(edge_dst == k).tolist(), key=lambda i: -edge_src[i]) for k in range(K)}
     out_of = {f: np.flatnonzero(edge_src == f) for f in range(F)}
+    # sources whose clean and ablated outputs are identical (see the module docstring)
+    inert = [bool(torch.equal(ctx.clean_acts[f], ctx.ablated[f].expand_as(ctx.clean_acts[f]))) for f in range(F)]
     max_rows = max(1, ROWS_BUDGET // max(ctx.data.n_examples, 1))
+    # rows cheap next to a pass's fixed (Python) cost: start wider; costly rows: start with one
+    cfg = ctx.runtime.cfg
+    row_work = ctx.data.n_examples * ctx.clean_acts.shape[2] * cfg.d_model * max(cfg.d_mlp or 0, 4 * cfg.d_head)
+    w_start = int(min(window, max(1, min(8, round(CHEAP_ROW_WORK / max(row_work, 1))))))
     bar = progress_bar(E, "acdc", ctx.progress)
     with torch.inference_mode():
         sweep = _Incremental(ctx) if prefix_cache else _WholePasses(ctx)
         m_cur = sweep.m_cur
         n_passes = 1
-        w = min(window, 8)
         for k in reversed(range(K)):
             node = g.backward_slots[k][0]
             cands = into[k]
@@ -189,8 +214,21 @@ def run(ctx: Context, threshold: float, window: int, ablation: str = "resample",
                 kept_matrix[edge_src[cands], k] = False
                 bar.update(len(cands))
                 continue
+            # an edge whose source's clean and ablated outputs are identical changes nothing:
+            # its delta is exactly 0 and the state stays as it is, so it is decided unevaluated
+            trivial = [e for e in cands if inert[edge_src[e]]]
+            if trivial:
+                scores[trivial] = 0.0
+                if threshold > 0.0:
+                    kept[trivial] = False
+                    kept_matrix[edge_src[trivial], k] = False
+                bar.update(len(trivial))
+                cands = [e for e in cands if not inert[edge_src[e]]]
+                if not cands:
+                    continue
             sweep.begin(k, kept_matrix)
             c = 0
+            w = w_start  # the nearest source is the likeliest to be kept: few rows first, then double
             while c < len(cands):
                 batch = cands[c:c + min(w, max_rows)]
                 vals = sweep.evaluate(batch, edge_src)
@@ -212,7 +250,7 @@ def run(ctx: Context, threshold: float, window: int, ablation: str = "resample",
                 done = removed + stopped
                 bar.update(done)
                 c += done
-                w = max(4, min(window, 2 * done)) if stopped else min(window, 2 * w)
+                w = min(window, max(2, w_start)) if stopped else min(window, 2 * w)
     bar.close()
     params = {"threshold": threshold, "window": window, "ablation": ablation, "prefix_cache": prefix_cache}
     return finish(ctx, "acdc", params, scores, kept, t0,

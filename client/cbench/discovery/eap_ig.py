@@ -17,7 +17,10 @@ no useful gradient); ``activations`` uses alpha = k / Z for k = 1 .. Z.
 
 Interpolation is a node mask of value alpha on the group (see :mod:`cbench.runtime`), so all
 Z steps (and, for ``activations``, several groups) run as one batch, with one backward pass
-that gives the gradient at every destination input for every row.
+that gives the gradient at every destination input for every row. For ``inputs`` with resample
+ablation the alpha = 0 rows are exactly the run on the source inputs, so they also supply the
+ablated outputs (no separate pass), and position 0 (the same BOS token in every row, causal
+attention) is computed once: its clean and ablated outputs agree, so its gradients are not needed.
 """
 
 from __future__ import annotations
@@ -63,8 +66,23 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
     first = 0 if variant == "inputs" else 1
     alphas = torch.arange(first, first + Z, dtype=rt.dtype, device=rt.device) / Z
     clean_acts = ctx.clean_acts  # [F, N, P, D]
-    ablated = ctx.ablated.expand(-1, N, clean_acts.shape[2], -1)
-    diff = clean_acts - ablated
+    P, D = clean_acts.shape[2], clean_acts.shape[3]
+    # inputs variant, resample ablation not computed yet: the alpha = 0 rows are exactly the run
+    # on the source inputs, so they supply the ablated outputs (only the input row is needed first)
+    from_block = variant == "inputs" and ctx._ablated is None and rt._ln_kind() is not None
+    # position 0 (BOS): under resample ablation clean and ablated outputs agree there when base and
+    # source share its token (causal attention), so its gradients are not needed (computed once)
+    base_t, src_t = rt.tokens_tensor(ctx.data.base), None
+    if ctx.data.source is not None:
+        src_t = rt.tokens_tensor(ctx.data.source)
+    shared_first = (variant == "inputs" and ctx.ablation == "resample" and rt.causal and src_t is not None and src_t.shape == base_t.shape
+                    and bool((base_t[:, 0] == base_t[0, 0]).all()) and bool((src_t[:, 0] == base_t[0, 0]).all()))
+    if from_block:
+        ablated = rt._embed(src_t)[None]  # [1, N, P, D]: the input node
+        block_acts = torch.empty(F, N, P, D, dtype=rt.dtype, device=rt.device)
+    else:
+        ablated = ctx.ablated.expand(-1, N, P, -1)
+    pending = []
     mat = torch.zeros(F, K, dtype=rt.dtype, device=rt.device)
     # how many groups and examples per pass (rows = groups x steps x examples)
     g_per = max(1, min(len(groups), batch_rows // (Z * N)))
@@ -87,15 +105,29 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
         def metric_fn(out, m=m, G=G, n=n):
             return m(out.reshape(G, Z, n, *out.shape[1:])).sum() / Z
 
-        grads, _ = rt.input_gradients(tokens, metric_fn, node_mask=node_mask, ablated=abl, sum_steps=(G, Z))
-        grads = grads.reshape(K, G, n, *grads.shape[2:])  # summed over steps
+        if from_block:
+            grads, _, acts0 = rt.input_gradients(tokens, metric_fn, node_mask=node_mask, ablated=abl,
+                                                 sum_steps=(G, Z), first_block_acts=True,
+                                                 shared_first=shared_first)
+            block_acts[:, s:e] = acts0
+        else:
+            grads, _ = rt.input_gradients(tokens, metric_fn, node_mask=node_mask, ablated=abl, sum_steps=(G, Z),
+                                          shared_first=shared_first)
+        pending.append((grp, s, e, grads.reshape(K, G, n, *grads.shape[2:])))  # summed over steps
+        bar.update(1)
+    bar.close()
+    if from_block:
+        ctx.ablated = block_acts
+        ablated = block_acts
+    diff = clean_acts - ablated
+    if shared_first:
+        diff[:, :, 0] = 0.0  # equal there (up to the rounding of two ways of computing it)
+    for grp, s, e, grads in pending:
         for gi, members in enumerate(grp):
             if variant == "inputs":
                 members = slice(0, F)  # the input-interpolated gradients score every edge
             d = diff[members, s:e]
-            mat[members] += (d.reshape(d.shape[0], -1) @ grads[:, gi].reshape(K, -1).T) * (n / N)
-        bar.update(1)
-    bar.close()
+            mat[members] += (d.reshape(d.shape[0], -1) @ grads[:, gi].reshape(K, -1).T) * ((e - s) / N)
     scores = -g.from_matrix(mat)
     name = f"eap-ig-{variant}"
     params = {"steps": steps, "batch_rows": batch_rows, "ablation": ablation, "top_n": top_n,
