@@ -283,15 +283,18 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--keep-failed", is_flag=True, help="write models that miss a release gate (marked as such)")
 @click.option("--failed-dir", type=click.Path(path_type=Path), default=None,
               help="with --keep-failed: write those models here instead of --out")
+@click.option("--source-gradients/--no-source-gradients", default=None,
+              help="differentiate the loss through the low-level source activations [default: the case spec's]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
-                   train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, no_progress):
+                   train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, source_gradients,
+                   no_progress):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
     overrides = {"algorithm": algorithm, "epochs": epochs, "siit_weight": siit_weight, "train_size": train_size,
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
-                 "eval_pairs": eval_pairs, "time_limit_s": time_limit}
+                 "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients}
     rows, failed = [], []
     for case in _parse_cases(cases, main_cases):
         o = train_case(case, tracr_dir, out_dir, iit=iit, overrides=overrides, keep_failed=keep_failed,
