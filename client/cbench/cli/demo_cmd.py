@@ -1,8 +1,8 @@
 """``cbench demo``: the main job on the embedded local hub, as `make demo` runs it.
 
 Seeds the per-user hub from ``model_zoo/releases`` (first use only), pulls the demo cases through
-the Hugging Face protocol (olah on loopback), runs ``cbench bench`` on them with a small default
-selection of methods, and prints the AUROC table. Every step is the real command path; the demo
+the Hugging Face protocol (olah on loopback), runs ``cbench bench`` on them with every method of the bench
+(100 pairs per case), and prints the AUROC table. Every step is the real command path; the demo
 only chooses small defaults so it finishes in a few minutes on two CPU cores.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
-DEMO_METHODS = "acdc,eap,eap-ig-inputs,eap-ig-activations,random"
+DEMO_METHODS = "acdc,eap,eap-ig-inputs,eap-ig-activations,sp,edge-sp,random"
 
 
 @click.command("demo")
