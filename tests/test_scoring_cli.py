@@ -119,6 +119,21 @@ def test_bench_is_resumable(art, capsys):
     assert (out / "scores" / "toy3" / "eap.json").stat().st_mtime_ns == stamp  # not run again
 
 
+def test_bench_seeds_the_random_baseline_per_case(art, capsys):
+    from cbench.scoring.bench import bench_hyperparameters
+
+    assert bench_hyperparameters("acdc", "3") == {}
+    seeds = {bench_hyperparameters("random", c)["seed"] for c in ("3", "20", "33", "36")}
+    assert len(seeds) == 4 and bench_hyperparameters("random", "3") == bench_hyperparameters("random", "3")
+    root, _ = art
+    out = root / "bench-random"
+    code, _, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "random", "--out", str(out),
+                       "--sampled", "--n-examples", "20")
+    assert code == 0, err
+    doc = json.loads((out / "scores" / "toy3" / "random.json").read_text())
+    assert doc["method"]["hyperparameters"]["seed"] == bench_hyperparameters("random", "toy3")["seed"]
+
+
 
 def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, capsys, tmp_path):
     root, _ = art
@@ -140,7 +155,10 @@ def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, 
     code, _, err = run(capsys, *args)
     assert code == 0, err
     assert (scores / "eap.json").stat().st_mtime_ns == stamps["eap"]  # kept
-    assert json.loads((scores / "random.json").read_text())["method"]["hyperparameters"]["seed"] == 0  # redone
+    from cbench.scoring.bench import bench_hyperparameters
+
+    redone = json.loads((scores / "random.json").read_text())["method"]["hyperparameters"]["seed"]
+    assert redone == bench_hyperparameters("random", "toy3")["seed"] != 5  # redone
     assert (scores / "activation-patching.json").is_file()
     again = json.loads((out / "results.json").read_text())["results"]
     assert again["auroc"] == first["auroc"] and again["node_auroc"] == first["node_auroc"]

@@ -13,8 +13,8 @@ Layout of the results directory (``--out DIR``)::
     DIR/roc_<case>.png                the case's edge ROC curves, one panel per method
 
 Resumable: a (case, method) whose scores file exists, is valid for the case's graph and was made
-the same way (same model kind, the method's current default hyperparameters, the same number of
-pairs, dataset or sampled pairs) is not run again, so a killed run continues where it stopped;
+the same way (same model kind, the hyperparameters the bench uses -- the defaults, the random
+baseline seeded per case --, the same number of pairs, dataset or sampled pairs) is not run again, so a killed run continues where it stopped;
 a file made another way is run again and replaced. Each scores file keeps the method's own
 ``runtime_s`` (the discovery itself, after the data and ablations are prepared); results.json
 collects them per case and method (``method_runtime_s``) and table.md shows them.
@@ -89,10 +89,21 @@ def _atomic_json(path: Path, doc) -> None:
     write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
+def bench_hyperparameters(method: str, case: str) -> dict:
+    """What the bench passes to ``method`` on ``case``: the defaults, except that the random
+    baseline draws with a seed of its own per case (one seed everywhere would give every graph of
+    the same shape the same scores, and the baseline would be one sample, not sixteen)."""
+    if method == "random":
+        import zlib
+
+        return {"seed": zlib.crc32(f"cbench-bench-random:{case}".encode()) % (2**31)}
+    return {}
+
+
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
                    sampled: bool):
     """The scores document at ``path`` if it can be reused: valid for this case and graph, from
-    the same model kind, with the method's current default hyperparameters and the same data
+    the same model kind, with the hyperparameters the bench uses and the same data
     (sampled or not, as many pairs: ``n_ok(n)`` says whether this run's data has ``n`` pairs).
     None otherwise (missing, half-written or stale: run again)."""
     from cbench.discovery import validate_hyperparameters
@@ -109,7 +120,8 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     if doc.get("model", {}).get("kind") != kind or doc.get("method", {}).get("name") != method:
         return None
     hp = doc["method"].get("hyperparameters", {})
-    if any(v is not None and hp.get(k) != v for k, v in validate_hyperparameters(method, {}).items()):
+    wanted = validate_hyperparameters(method, bench_hyperparameters(method, case))
+    if any(v is not None and hp.get(k) != v for k, v in wanted.items()):
         return None
     data = doc.get("data", {})
     if (data.get("split") == "sampled") != sampled or not n_ok(data.get("n_examples")):
@@ -174,7 +186,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             if doc is None:
                 try:
                     sc, data = case_data()
-                    result = discover(sc.runtime, data, method, progress=False)
+                    result = discover(sc.runtime, data, method, bench_hyperparameters(method, label),
+                                      progress=False)
                     doc = to_edge_scores_document(result, label, {"repo": None, "revision": None,
                                                                   "kind": artifact.model_kind},
                                                   d_model=artifact.config.get("d_model"))
