@@ -4,8 +4,9 @@ Both implementations run in this process on the same model and the same (base, s
 the results are asserted identical (same ACDC circuit, scores within float tolerance) and the
 time ratios printed. Goals (issue 7): ACDC >= 20x faster, EAP-IG >= 5x faster.
 
-Models: the largest Tracr case artifact found under ``build/tracr/`` (or given with
-``--artifact DIR``), the SIIT case-3 artifact under ``build/siit/`` when present (``--siit DIR``),
+Models: the largest main-case Tracr artifact (case 21) from ``build/tracr/`` or else the zoo's release
+(or given with ``--artifact DIR``), the SIIT case-3 artifact from ``build/siit/`` or else the zoo's
+release (``--siit DIR``),
 and a random model of SIIT-like size (3 layers x 4 heads, d_model 48, MLPs). Inputs are
 deterministic sampled pairs (100 by default).
 
@@ -59,11 +60,21 @@ def random_pairs(n: int, p: int, d_vocab: int, seed: int = 0) -> TaskData:
     return TaskData(base, source, None, valid, "categorical")
 
 
+ZOO_MODELS = HERE.parent / "model_zoo" / "releases" / "models" / "cbench"
+
+
+def released(name: str) -> Path:
+    """The newest released version of a zoo model (e.g. ``case-3``)."""
+    versions = sorted((ZOO_MODELS / name).glob("v*"), key=lambda p: tuple(int(x) for x in p.name[1:].split(".")))
+    return versions[-1] if versions else ZOO_MODELS / name / "v1.0.0"
+
+
 def find_tracr_artifact() -> Path | None:
     root = HERE.parent / "build" / "tracr"
     best, best_edges = None, -1
     if not root.is_dir():
-        return None
+        fallback = released("tracr-case-21")
+        return fallback if (fallback / "meta.json").is_file() else None
     from cbench.artifacts import read_model_artifact
 
     for d in sorted(root.iterdir()):
@@ -133,7 +144,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n-examples", type=int, default=100)
     ap.add_argument("--artifact", type=Path, default=None, help="a Tracr case artifact directory")
-    ap.add_argument("--siit", type=Path, default=None, help="a SIIT case artifact directory (default build/siit/case-3)")
+    ap.add_argument("--siit", type=Path, default=None, help="a SIIT case artifact directory (default build/siit/case-3, else the zoo's release)")
     ap.add_argument("--threshold", type=float, default=None, help="ACDC tau for the random model")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5,
@@ -156,6 +167,8 @@ def main(argv=None) -> int:
     else:
         print("(no Tracr artifact under build/tracr/; pass --artifact DIR to include one)")
     siit_dir = args.siit or (HERE.parent / "build" / "siit" / "case-3")
+    if args.siit is None and not (siit_dir / "meta.json").is_file():
+        siit_dir = released("case-3")
     if siit_dir is not None and (Path(siit_dir) / "meta.json").is_file():
         from cbench.artifacts import read_model_artifact
 
