@@ -16,14 +16,8 @@ from pathlib import Path
 
 import click
 
+from cbench.cli import use_cpu_threads
 from cbench.errors import CbenchError, UsageError
-
-
-def _threads() -> None:
-    import torch
-
-    # tiny models on shared CPUs: one intra-op thread is much faster than contending threads
-    torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
 
 
 def resolve_case(case: str):
@@ -111,7 +105,7 @@ def discover(case, method, params, split, n_examples, metric, seed, sampled, out
         from cbench.metrics import check_metric
 
         check_metric(metric, art.task_type)
-    _threads()
+    use_cpu_threads()
     from cbench.discovery import discover as run_discover
     from cbench.runtime import CircuitRuntime
     from cbench.validation import check
@@ -171,7 +165,7 @@ def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examp
         from cbench.metrics import check_metric
 
         check_metric(metric, art.task_type)
-    _threads()
+    use_cpu_threads()
     from cbench.ablation import ablate as run_ablate, node_effects
     from cbench.runtime import CircuitRuntime
 

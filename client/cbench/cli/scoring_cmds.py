@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from cbench.cli import use_cpu_threads
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
 ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
@@ -194,6 +195,7 @@ def evaluate(submission, case_arg, ablation, metric, out, n_examples, split, sam
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
+    use_cpu_threads()
     from cbench import validation
     from cbench.scoring.report import file_input, fmt, results_document
 
@@ -298,6 +300,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
                  ablation, metric, out, n_examples, split, sampled, seed):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
     edges, a list of edge names, or 'truth') on CASE."""
+    use_cpu_threads()
     from cbench.scoring import hypothesis_tests as H
     from cbench.scoring.report import file_input, fmt, results_document
 
@@ -350,6 +353,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):
     """Distribution of KL(model || circuit) over every base x source pair of a split, its
     percentiles (raw and z-scores), the worst pairs, and the sample size for a percentile bound."""
+    use_cpu_threads()
     from cbench.scoring.adversarial import adversarial_evaluation
     from cbench.scoring.report import file_input, fmt, results_document
     from cbench.scoring.task import circuit_mask
@@ -395,14 +399,8 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 def bench(cases, methods, out_dir, n_examples, sampled, seed):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
-    import os
-
-    import torch
-
     from cbench.scoring.bench import run_bench
 
-    # tiny models on shared CPUs: one intra-op thread is much faster than contending threads (as
-    # `cbench discover`); with torch's default of one per core, node SP on case 3 took 28 s, not 1 s
-    torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
+    use_cpu_threads()
 
     run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)
