@@ -177,6 +177,12 @@ def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, 
     assert code == 0, err
     assert json.loads((scores / "eap.json").read_text())["data"]["n_examples"] == 12
     assert (scores / "random.json").stat().st_mtime_ns != stamp
+    # other sampled pairs (another --seed) are another run too
+    stamp = (scores / "eap.json").stat().st_mtime_ns
+    code, _, err = run(capsys, *args[:-1], "12", "--seed", "3")
+    assert code == 0, err
+    assert json.loads((scores / "eap.json").read_text())["data"]["seed"] == 3
+    assert (scores / "eap.json").stat().st_mtime_ns != stamp
 
 
 def _one_line_error(code, err, *needles):

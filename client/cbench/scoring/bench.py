@@ -101,10 +101,11 @@ def bench_hyperparameters(method: str, case: str) -> dict:
 
 
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
-                   sampled: bool):
+                   sampled: bool, seed: int = 0):
     """The scores document at ``path`` if it can be reused: valid for this case and graph, from
     the same model kind, with the hyperparameters the bench uses and the same data
-    (sampled or not, as many pairs: ``n_ok(n)`` says whether this run's data has ``n`` pairs).
+    (sampled or not -- sampled with the same ``seed`` --, as many pairs: ``n_ok(n)`` says whether
+    this run's data has ``n`` pairs).
     None otherwise (missing, half-written or stale: run again)."""
     from cbench.discovery import validate_hyperparameters
     from cbench.scoring.ground_truth import check_edge_scores
@@ -125,6 +126,8 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
         return None
     data = doc.get("data", {})
     if (data.get("split") == "sampled") != sampled or not n_ok(data.get("n_examples")):
+        return None
+    if sampled and data.get("seed") != seed:  # other sampled pairs
         return None
     return doc
 
@@ -180,7 +183,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         for method in method_list:
             path = out / "scores" / label / f"{method}.json"
             try:
-                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled)
+                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed)
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
             if doc is None:
