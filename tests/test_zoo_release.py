@@ -43,6 +43,22 @@ def test_released_siit_models_verify_and_pass_the_gates():
         assert meta["model_kind"] == "siit"
         assert meta["metrics"]["iia"] >= 0.995 and meta["metrics"]["siia"] >= 0.995, path
         assert (path / "tracr" / "meta.json").is_file() and (path / "correspondence.json").is_file()
+        assert meta["released"] is True and meta["release_gate_failures"] == []
+        out = [e["resample"] for e in meta["node_effects"] if not e["in_circuit"]]
+        assert max(out) <= 0.01, path
+        assert "## Node effects" in (path / "README.md").read_text()  # the node-effect table is on the card
+
+
+def test_the_zoo_holds_siit_and_iit_models_for_all_16_main_cases():
+    from cbench_builders.case_specs import MAIN_CASES
+
+    models = RELEASES / "models" / "cbench"
+    for case in MAIN_CASES:
+        for name in (f"case-{case}", f"iit-case-{case}"):
+            assert sorted((models / name).glob("v*/meta.json")), f"{name} is not released"
+        iit = json.loads(sorted((models / f"iit-case-{case}").glob("v*/meta.json"))[-1].read_text())
+        assert iit["model_kind"] == "iit" and iit["training"]["siit_weight"] == 0.0
+        assert iit["metrics"]["iia"] >= 0.995
 
 
 def test_the_index_version_never_goes_back(tmp_path):
