@@ -138,6 +138,28 @@ class Metric:
     def __call__(self, outputs: torch.Tensor) -> torch.Tensor:
         return _FUNCS[self.name](outputs, self.reference, self.valid)
 
+    def bound(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The same function (the same arithmetic) with the terms that depend only on the
+        reference and the valid positions computed once, for callers that evaluate it many times."""
+        w = self.valid.to(self.reference.dtype)
+        n = w.sum(-1).clamp(min=1.0)
+        if self.name == "kl":
+            logq = torch.log_softmax(self.reference, -1)
+            q = logq.exp()
+
+            def kl_bound(outputs: torch.Tensor) -> torch.Tensor:
+                per_pos = (q * (logq - torch.log_softmax(outputs, -1))).sum(-1)
+                return ((per_pos * w).sum(-1) / n).mean(-1)
+            return kl_bound
+        if self.name == "l2":
+            clean = self.reference
+
+            def l2_bound(outputs: torch.Tensor) -> torch.Tensor:
+                per_pos = ((outputs - clean) ** 2).sum(-1)
+                return ((per_pos * w).sum(-1) / n).mean(-1)
+            return l2_bound
+        return self
+
     def per_example(self, outputs: torch.Tensor) -> torch.Tensor:
         """Values per example ``[..., B]`` (not averaged over examples)."""
         if self.name == "logit_diff":

@@ -291,11 +291,42 @@ class CircuitRuntime:
         return m.unembed(x)
 
     # ------------------------------------------------------------------ one node at a time
+    def unembed_fn(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``logits``' output from the final residual, as :meth:`_unembed` computes it, with the
+        module calls resolved once (for callers that run it many times)."""
+        m = self.model
+        ln = getattr(m, "ln_final", None)
+        if ln is not None and not isinstance(ln, torch.nn.Identity):
+            return self._unembed
+        if type(m.unembed).__name__ == "Unembed" and type(m.unembed).forward.__module__.startswith("transformer_lens"):
+            W, b = m.unembed.W_U.T.contiguous(), m.unembed.b_U
+            return lambda x: torch.nn.functional.linear(x, W, b)
+        return self._unembed
+
     def destination_inputs(self, acts: torch.Tensor) -> torch.Tensor:
         """The input of every destination ``[n_backward, B, P, D]`` when every edge is kept, from
         node outputs ``acts [n_forward, B, P, D]``: the sum of its sources plus its constant bias."""
-        bias = torch.stack([self._slot_bias(k) for k in range(self.n_backward)])
-        return torch.einsum("fk,fbpd->kbpd", self._real, acts) + bias[:, None, None, :]
+        bias = self.__dict__.get("_slot_bias_stack")
+        if bias is None:
+            with torch.inference_mode(False):
+                bias = self._slot_bias_stack = torch.stack([self._slot_bias(k) for k in range(self.n_backward)])
+        F, K = acts.shape[0], self.n_backward
+        if "_prefix_sources" not in self.__dict__:
+            # destination k reads sources 0..n_k-1 (a prefix of the forward order) in the models here
+            real = np.asarray(self.graph.real_edge_matrix, dtype=bool)
+            counts = real.sum(0)
+            prefix = all(real[:c, k].all() for k, c in enumerate(counts)) and bool((counts > 0).all())
+            self._prefix_sources = torch.as_tensor(counts - 1, device=self.device) if prefix else None
+        bias = bias.view((K,) + (1,) * (acts.dim() - 2) + (-1,))
+        last = self._prefix_sources
+        if last is not None:  # running sums, then each destination's prefix
+            run = torch.empty_like(acts)
+            run[0] = acts[0]
+            for f in range(1, F):
+                torch.add(run[f - 1], acts[f], out=run[f])
+            return run.index_select(0, last).add_(bias)
+        out = torch.mm(self._real.t(), acts.reshape(F, -1)).view((K,) + tuple(acts.shape[1:]))
+        return out.add_(bias)
 
     def _slot_bias(self, slot: int) -> torch.Tensor:
         layer, rest = divmod(slot, self.per_layer_bwd)

@@ -76,6 +76,32 @@ class _Incremental:
             f = g.n_forward if node == "logits" else g.forward_index(node)
             self.slots.setdefault(f, []).append(k)
         self.names = list(g.forward_nodes) + ["logits"]
+        # per-run constants, so a pass is only the tensor arithmetic: each head's weight slices,
+        # the metric's clean-side terms, the unembedding
+        self.heads = {}
+        model = rt.model
+        for f in self.slots:
+            if f < g.n_forward and len(self.slots[f]) == 3:
+                n = g.node(self.names[f])
+                blk = model.blocks[n.layer]
+                attn, h = blk.attn, n.head
+                ln = None if isinstance(blk.ln1, torch.nn.Identity) else blk.ln1
+                self.heads[f] = (ln, (attn.W_Q[h], attn.W_K[h], attn.W_V[h]), (attn.b_Q[h], attn.b_K[h], attn.b_V[h]),
+                                 attn.W_O[h], attn.attn_scale, float(attn.IGNORE))
+        # MLPs of TransformerLens's plain kind: the products of CircuitRuntime.node_output
+        self.mlps = {}
+        if not rt.cfg.is_layer_norm_activation():
+            for f in self.slots:
+                if f < g.n_forward and len(self.slots[f]) == 1:
+                    blk = model.blocks[g.node(self.names[f]).layer]
+                    if type(blk.mlp).__name__ == "MLP":
+                        ln = None if isinstance(blk.ln2, torch.nn.Identity) else blk.ln2
+                        m = blk.mlp
+                        self.mlps[f] = (ln, m.b_in, m.W_in, m.act_fn, m.b_out, m.W_out)
+        self.proj = {}  # slot -> projection of its current input (q, k or v)
+        self.pattern = {}  # head -> attention pattern from its current q and k inputs
+        self.fast_metric = self.metric.bound() if hasattr(self.metric, "bound") else self.metric
+        self.unembed = rt.unembed_fn()
 
     def begin(self, k: int, kept_matrix: np.ndarray) -> None:
         """Plan the passes for destination slot ``k`` under the current circuit: which later nodes
@@ -92,13 +118,58 @@ class _Incremental:
                 self.plan.append((f, reads))
                 changed.append(f)
 
+    def _project(self, s: int, i: int, x: torch.Tensor | None) -> torch.Tensor:
+        """q, k or v (``i``) of slot ``s``'s new input ``x``, or of its current one (cached)."""
+        ln, W, b = self._head[0], self._head[1][i], self._head[2][i]
+        if x is None:
+            y = self.proj.get(s)
+            if y is None:
+                xs = self.inp[s]
+                y = self.proj[s] = (ln(xs) if ln is not None else xs) @ W + b
+            return y
+        return (ln(x) if ln is not None else x) @ W + b
+
     def _compute(self, f: int, x: dict, w: int) -> torch.Tensor:
         """Node f's output ``[w, B, P, ...]`` from new slot inputs ``x`` (others: current)."""
         slots = self.slots[f]
-        if len(slots) == 3:  # a head: inputs not changed are shared by every row
-            y = self.rt.node_output(self.names[f], [x[s] if s in x else self.inp[s] for s in slots])
-            return y.expand(w, *y.shape[-3:]) if y.dim() == 3 else y
-        return self.rt.node_output(self.names[f], x[slots[0]])
+        if f == self.g.n_forward:
+            return self.unembed(x[slots[0]])
+        head = self.heads.get(f)
+        if head is None:
+            mlp = self.mlps.get(f)
+            if mlp is None:
+                return self.rt.node_output(self.names[f], x[slots[0]])
+            ln, b_in, W_in, act, b_out, W_out = mlp
+            xin = x[slots[0]]
+            if ln is not None:
+                xin = ln(xin)
+            shape = xin.shape
+            out = torch.addmm(b_out, act(torch.addmm(b_in, xin.reshape(-1, shape[-1]), W_in)), W_out)
+            return out.view(*shape[:-1], out.shape[-1])
+        # a head: inputs not changed are shared by every row, and their projections (and the
+        # pattern, when neither q nor k changed) are those of the current state
+        self._head = head
+        sq, sk, sv = slots
+        xq, xk, xv = x.get(sq), x.get(sk), x.get(sv)
+        if xq is None and xk is None:
+            pattern = self.pattern.get(f)
+            if pattern is None:
+                pattern = self.pattern[f] = self._pattern(self._project(sq, 0, None), self._project(sk, 1, None))
+        else:
+            pattern = self._pattern(self._project(sq, 0, xq), self._project(sk, 1, xk))
+        y = (pattern @ self._project(sv, 2, xv)) @ head[3]
+        return y.expand(w, *y.shape[-3:]) if y.dim() == 3 else y
+
+    def _pattern(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        # the arithmetic of CircuitRuntime.node_output
+        scores = q @ k.transpose(-1, -2) / self._head[4]
+        P = scores.shape[-1]
+        if self.rt.causal:
+            scores = scores.masked_fill(self.rt._future(P, scores.device), self._head[5])
+        if P < 8:
+            e = (scores - scores.amax(-1, keepdim=True)).exp_()
+            return e / e.sum(-1, keepdim=True)
+        return torch.softmax(scores, dim=-1)
 
     def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
         w = len(cands)
@@ -139,13 +210,17 @@ class _Incremental:
         if out is None:  # the change reaches no output
             out = self.out.expand(w, *self.out.shape)
         self.pending = (new_inp, new_acts, out)
-        return self.metric(out).tolist()
+        return self.fast_metric(out).tolist()
 
     def commit(self, row: int) -> None:
         """Make row ``row`` of the last evaluation the current state."""
         new_inp, new_acts, out = self.pending
         for s, v in new_inp.items():
             self.inp[s] = v[row]
+            self.proj.pop(s, None)
+            node, qkv = self.g.backward_slots[s]
+            if qkv in ("q", "k"):
+                self.pattern.pop(self.g.forward_index(node), None)
         for f, v in new_acts.items():
             if f < self.g.n_forward:
                 self.acts[f] = v[row]
