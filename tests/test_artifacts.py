@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -473,3 +474,21 @@ def test_write_refuses_non_models_and_bad_subartifacts(tmp_path, mlp_model):
         A.write_model_artifact(tmp_path / "x", mlp_model, _meta(), subartifacts={"tracr": tmp_path / "nope"})
     assert not (tmp_path / "x").exists()
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_a_write_removes_temporaries_a_killed_write_left_but_not_fresh_ones(mlp_model, tmp_path):
+    """Only a killed process leaves ``.NAME.tmp-*`` beside an artifact; the next write of that
+    artifact removes old ones and keeps one that may belong to a write in progress."""
+    path = tmp_path / "case-3"
+    old = tmp_path / ".case-3.tmp-0123456789ab"
+    fresh = tmp_path / ".case-3.tmp-ba9876543210"
+    other = tmp_path / ".case-4.tmp-0123456789ab"
+    for d in (old, fresh, other):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"half")
+    long_ago = time.time() - 2 * A.STALE_TEMPORARY_S
+    os.utime(old, (long_ago, long_ago))
+    os.utime(other, (long_ago, long_ago))
+    A.write_model_artifact(path, mlp_model, _meta(), circuit=_circuit())
+    assert not old.exists() and fresh.is_dir() and other.is_dir()
+    assert (path / "meta.json").is_file()

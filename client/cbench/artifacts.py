@@ -605,6 +605,7 @@ def write_model_artifact(
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ArtifactError(f"{parent}: cannot create it ({e.strerror or e})") from None
+    _remove_stale_temporaries(parent, target.name)
     tmp = parent / f".{target.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
         tmp.mkdir()
@@ -635,6 +636,24 @@ def write_model_artifact(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return read_model_artifact(target, verify=True)
+
+
+STALE_TEMPORARY_S = 3600.0  # a temporary directory untouched this long is left from a killed write
+
+
+def _remove_stale_temporaries(parent: Path, name: str, max_age_s: float = STALE_TEMPORARY_S) -> None:
+    """Remove ``.NAME.tmp-*`` directories that a killed write left beside ``parent/name`` (a
+    write cleans up after any error it sees; only a killed process leaves one). A directory
+    modified within ``max_age_s`` may belong to a write in progress and is kept."""
+    import time
+
+    now = time.time()
+    for stale in parent.glob(f".{name}.tmp-*"):
+        try:
+            if stale.is_dir() and now - stale.stat().st_mtime > max_age_s:
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _replace_dir(tmp: Path, target: Path, overwrite: bool) -> None:
