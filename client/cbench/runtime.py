@@ -485,6 +485,19 @@ class CircuitRuntime:
                 M = M * node_mask[:, :, None]
         return M
 
+    def _interpolate_input(self, nm: torch.Tensor | None, input_interpolation) -> torch.Tensor:
+        """The node mask ``nm`` (None = all ones) with the ``input`` node's entry scaled by
+        ``input_interpolation`` (alpha, scalar or ``[B]``): ``input`` then reads
+        ``ablated + alpha * (clean - ablated)`` (EAP-IG-inputs); one row per alpha."""
+        alpha = torch.as_tensor(input_interpolation, dtype=self.dtype, device=self.device).reshape(-1)
+        rows = max(alpha.shape[0], 1 if nm is None or nm.dim() == 1 else nm.shape[0])
+        base_nm = torch.ones(self.n_forward, dtype=self.dtype, device=self.device) if nm is None else nm
+        if base_nm.dim() == 1:
+            base_nm = base_nm[None].expand(rows, -1)
+        if base_nm.shape[0] != rows:
+            base_nm = base_nm.repeat_interleave(rows // base_nm.shape[0], dim=0)
+        return torch.cat([base_nm[:, :1] * alpha.expand(rows)[:, None], base_nm[:, 1:]], 1)
+
     def run(self, base, source=None, edge_mask=None, node_mask=None, ablation: str = "resample",
             reference=None, positional: bool = True, ablated: torch.Tensor | None = None,
             input_probe: bool = False, keep_acts: bool = False,
@@ -505,14 +518,7 @@ class CircuitRuntime:
         if nm is not None and not nm.requires_grad and bool((nm == 1).all()):
             nm = None
         if input_interpolation is not None:  # = a node mask on ``input``
-            alpha = torch.as_tensor(input_interpolation, dtype=self.dtype, device=self.device).reshape(-1)
-            rows = max(alpha.shape[0], 1 if nm is None or nm.dim() == 1 else nm.shape[0])
-            base_nm = torch.ones(self.n_forward, dtype=self.dtype, device=self.device) if nm is None else nm
-            if base_nm.dim() == 1:
-                base_nm = base_nm[None].expand(rows, -1)
-            if base_nm.shape[0] != rows:
-                base_nm = base_nm.repeat_interleave(rows // base_nm.shape[0], dim=0)
-            nm = torch.cat([base_nm[:, :1] * alpha.expand(rows)[:, None], base_nm[:, 1:]], 1)
+            nm = self._interpolate_input(nm, input_interpolation)
         if em is not None or nm is not None:
             if ablated is None:
                 ablated = self.ablated_outputs(tokens, source, ablation, reference, positional)
@@ -865,14 +871,7 @@ class CircuitRuntime:
             B = tokens.shape[0]
             nm = self.node_mask_tensor(node_mask, B)
             if input_interpolation is not None:
-                alpha = torch.as_tensor(input_interpolation, dtype=self.dtype, device=self.device).reshape(-1)
-                rows = max(alpha.shape[0], 1 if nm is None or nm.dim() == 1 else nm.shape[0])
-                base_nm = torch.ones(self.n_forward, dtype=self.dtype, device=self.device) if nm is None else nm
-                if base_nm.dim() == 1:
-                    base_nm = base_nm[None].expand(rows, -1)
-                if base_nm.shape[0] != rows:
-                    base_nm = base_nm.repeat_interleave(rows // base_nm.shape[0], dim=0)
-                nm = torch.cat([base_nm[:, :1] * alpha.expand(rows)[:, None], base_nm[:, 1:]], 1)
+                nm = self._interpolate_input(nm, input_interpolation)
             if nm is not None and ablated is None:
                 ablated = self.ablated_outputs(tokens, source, ablation, reference, positional)
             with torch.enable_grad():
