@@ -216,3 +216,60 @@ def test_training_loss_and_agreement_skip_unlabelled_positions():
     assert SIITTrainer._agree(fake, out, target) == 1.0  # the wrong class sits where there is no label
     assert SIITTrainer._agree(fake, out, torch.full((1, 3), NO_CLASS)) == 1.0
     assert SIITTrainer._loss(fake, out, torch.full((1, 3), NO_CLASS)).item() == 0.0
+
+
+# ---------------------------------------------------------------------------- zoo v2: architecture, correspondence, None
+ORIGINAL_SIZES = {"3": (12, 3, 48), "4": (20, 5, 80), "13": (20, 5, 80), "8": (4, 1, 16), "20": (4, 1, 16),
+                  "33": (4, 1, 16), "11": (12, 3, 48), "18": (26, 6, 104), "19": (32, 8, 128), "21": (50, 12, 200),
+                  "26": (21, 5, 84), "29": (13, 3, 52), "34": (16, 4, 64), "35": (9, 2, 36), "36": (6, 1, 24),
+                  "37": (12, 3, 48)}
+
+
+@pytest.mark.parametrize("case", sorted(ORIGINAL_SIZES, key=int))
+def test_interpbench_architecture_matches_the_original_code(case):
+    import json
+    from pathlib import Path
+
+    from cbench_builders.siit import interpbench_low_level_config
+
+    zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
+    hl = json.loads((zoo / f"tracr-case-{case}" / "v1.0.0" / "config.json").read_text())
+    cfg = interpbench_low_level_config(hl, case)
+    assert (cfg["d_model"], cfg["d_head"], cfg["d_mlp"]) == ORIGINAL_SIZES[case]
+    assert cfg["act_fn"] == "gelu" and cfg["n_heads"] == max(4, hl["n_heads"]) and cfg["normalization_type"] is None
+    dev = interpbench_low_level_config(hl, case, deviation={"d_model": 16, "d_head": 4})
+    assert (dev["d_model"], dev["d_head"], dev["d_mlp"]) == (16, 4, 64)
+
+
+def test_same_index_correspondence_and_overrides():
+    from cbench_builders.siit import make_correspondence
+
+    m = make_correspondence(["a0.h0", "a0.h1", "m0", "a1.h0"], 4, seed=3, policy="same-index")
+    assert m == {"a0.h0": "a0.h0", "a0.h1": "a0.h1", "a1.h0": "a1.h0", "m0": "m0"}
+    # InterpBench's case 3 maps frac_prevs to layer 1 head 2
+    m = make_correspondence(["m0", "a1.h0"], 4, seed=3, policy="same-index", heads={"a1.h0": "a1.h2"})
+    assert m["a1.h0"] == "a1.h2"
+    with pytest.raises(ValueError, match="same layer"):
+        make_correspondence(["a1.h0"], 4, seed=3, policy="same-index", heads={"a1.h0": "a0.h2"})
+    with pytest.raises(ValueError, match="two high-level nodes"):
+        make_correspondence(["a1.h0", "a1.h1"], 4, seed=3, policy="same-index", heads={"a1.h0": "a1.h1"})
+
+
+def test_none_is_an_explicit_class_when_asked():
+    from cbench.labels import NO_CLASS, high_level_classes
+
+    logits = torch.tensor([[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    assert high_level_classes(logits).tolist() == [[NO_CLASS, 1]]
+    assert high_level_classes(logits, none_class=3).tolist() == [[3, 1]]
+
+
+def test_task_data_reads_null_labels_as_the_none_class_of_a_v2_model():
+    from cbench.task_data import from_rows
+
+    meta = {"input_tokens": ["BOS", "a", "b", "PAD"], "bos_token": "BOS", "pad_token": "PAD", "causal": True,
+            "task_type": "categorical", "output_classes": ["a", "b"]}
+    rows = [{"base_ids": [0, 1, 2], "source_ids": [0, 2, 1], "base_label": [None, 1]}]
+    v1 = from_rows(rows, meta, "validation")
+    assert v1.valid.tolist() == [[False, False, True]]
+    v2 = from_rows(rows, {**meta, "none_class": 2, "output_classes": ["a", "b", "None"]}, "validation")
+    assert v2.valid.tolist() == [[False, True, True]] and v2.labels[0, 1:].tolist() == [2, 1]

@@ -27,19 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cbench.errors import BuildError, UsageError, did_you_mean
+from cbench.labels import NO_CLASS, TIE_GAP, high_level_classes  # one definition, in the client
 
-NO_CLASS = -100  # the label of a position where the high-level model gives no class (cross_entropy's ignore_index)
-TIE_GAP = 1e-3  # a categorical output whose top two logits are closer than this has no class
-
-
-def high_level_classes(logits: torch.Tensor) -> torch.Tensor:
-    """Argmax classes of high-level logits ``[..., n_classes]``; ``NO_CLASS`` where the top two
-    logits tie (within ``TIE_GAP``): Tracr writes RASP ``None`` as an all-zero output."""
-    if logits.shape[-1] < 2:
-        return logits.argmax(-1)
-    top = logits.topk(2, dim=-1).values
-    classes = logits.argmax(-1)
-    return classes.masked_fill(top[..., 0] - top[..., 1] < TIE_GAP, NO_CLASS)
+__all__ = ["NO_CLASS", "TIE_GAP", "HighLevelModel", "high_level_classes"]
 
 
 def _mlp_hidden_hook(layer: int) -> str:

@@ -75,6 +75,7 @@ from cbench_builders.high_level import NO_CLASS, high_level_classes
 from cbench_builders.interchange import ComponentForward, components
 
 ALGORITHMS = ("algorithm-1", "summed")
+EDGE_SAMPLINGS = ("mixed", "bernoulli")
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -102,10 +103,14 @@ class TrainingConfig:
     grad_clip: float | None = None  # clip the gradient's global norm to this before each optimizer step
     source_gradients: bool = False  # differentiate through the low-level source activations too
     time_limit_s: float | None = None  # stop after the epoch that crosses this wall time
+    edge_weight: float = 0.0  # edge-level strictness (zoo v2); 0 reproduces InterpBench
+    edge_sampling: str = "mixed"  # which non-ground-truth edges one example ablates (see SIITTrainer._edge_masks)
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown SIIT algorithm {self.algorithm!r} (algorithm-1 or summed)")
+        if self.edge_sampling not in EDGE_SAMPLINGS:
+            raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:
             self.betas = (0.9, 0.999) if self.algorithm == "algorithm-1" else (0.9, 0.9)
         if self.lr_end is None:
@@ -136,6 +141,10 @@ class TrainingConfig:
     @property
     def kind(self) -> str:
         return "siit" if self.siit_weight > 0 else "iit"
+
+    @property
+    def edge_strict(self) -> bool:
+        return self.kind == "siit" and self.edge_weight > 0
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -171,9 +180,67 @@ def low_level_config(hl_config: dict, seed: int = 0, model_name: str | None = No
     return cfg
 
 
-def make_correspondence(hl_nodes: list[str], ll_n_heads: int, seed: int) -> dict[str, str]:
-    """High-level node -> low-level node: heads to a seeded random head of the same layer
-    (distinct heads for distinct high-level heads of one layer), MLPs to the same layer's MLP."""
+#: InterpBench's per-case compression ratio r (``make_ll_cfg`` of the original code); 2 elsewhere.
+INTERPBENCH_RATIO = {"5": 1.8, "18": 1.6, "21": 1.3, "25": 1.5, "34": 1.5, "35": 3.0, "36": 2.5, "37": 2.2,
+                     "9": 2.0, "7": 1.5, "23": 1.5, "24": 1.2, "6": 1.2}
+#: Cases whose residual stream itself is compressed by r (the others compress d_head).
+INTERPBENCH_RESIDUAL_COMPRESSED = frozenset({"5", "18", "21", "25", "26", "29", "34", "35", "36", "37", "9", "7",
+                                             "23", "22", "28"})
+ARCHITECTURES = ("interpbench", "cbench-v1")
+
+
+def interpbench_low_level_config(hl_config: dict, case: str, seed: int = 0, model_name: str | None = None,
+                                 deviation: dict | None = None) -> dict:
+    """The original InterpBench low-level architecture of ``case`` (REFERENCE.md, "The original
+    InterpBench code"): n_heads = max(4, H), n_layers = max(2, L), gelu, no normalization,
+    d_mlp = 4 d_model; with residual compression d_model = max(2, d_model_H // r) and
+    d_head = max(1, d_model // n_heads), else d_head = max(1, d_head_H // r) and
+    d_model = n_heads d_head. ``deviation`` overrides sizes for a case that cannot reach the gates
+    with the original ones (recorded in its spec, meta and card)."""
+    case = str(case)
+    n_heads = max(4, int(hl_config["n_heads"]))
+    n_layers = max(2, int(hl_config["n_layers"]))
+    r = INTERPBENCH_RATIO.get(case, 2.0)
+    if case in INTERPBENCH_RESIDUAL_COMPRESSED:
+        d_model = max(2, int(int(hl_config["d_model"]) // r))
+        d_head = max(1, d_model // n_heads)
+    else:
+        d_head = int(max(1, int(hl_config["d_head"]) // r))
+        d_model = n_heads * d_head
+    sizes = {"d_model": d_model, "d_head": d_head, "d_mlp": 4 * d_model, "act_fn": "gelu"}
+    for k, v in (deviation or {}).items():
+        if k in ("d_model", "d_head", "d_mlp", "act_fn"):
+            sizes[k] = v
+    if deviation and "d_model" in deviation and "d_mlp" not in deviation:
+        sizes["d_mlp"] = 4 * sizes["d_model"]
+    keep = ("n_ctx", "d_vocab", "d_vocab_out", "attention_dir", "positional_embedding_type",
+            "default_prepend_bos", "dtype")
+    cfg = {k: hl_config[k] for k in keep if k in hl_config}
+    cfg.update(model_name=model_name or f"siit-{hl_config.get('model_name', 'model')}", n_heads=n_heads,
+               n_layers=n_layers, attn_only=False, seed=int(seed), init_weights=True, normalization_type=None,
+               **sizes)
+    return cfg
+
+
+def low_level_for_case(hl_config: dict, case: str, low_level: dict | None, seed: int,
+                       model_name: str | None = None) -> dict:
+    """The low-level config a case spec's ``low_level`` block asks for (default: cbench v1's rule)."""
+    arch = (low_level or {}).get("architecture", "cbench-v1")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown low-level architecture {arch!r} ({', '.join(ARCHITECTURES)})")
+    if arch == "interpbench":
+        return interpbench_low_level_config(hl_config, case, seed, model_name, (low_level or {}).get("deviation"))
+    return low_level_config(hl_config, seed, model_name)
+
+
+def make_correspondence(hl_nodes: list[str], ll_n_heads: int, seed: int, policy: str = "random",
+                        heads: dict[str, str] | None = None) -> dict[str, str]:
+    """High-level node -> low-level node; MLPs to the same layer's MLP, heads to a head of the same
+    layer: with ``policy="same-index"`` head j to head j (the original InterpBench code), with
+    ``"random"`` a seeded random head (distinct heads for distinct high-level heads of one layer;
+    cbench v1). ``heads`` overrides single heads (InterpBench's case 3 maps its head to a1.h2)."""
+    if policy not in ("random", "same-index"):
+        raise ValueError(f"unknown correspondence policy {policy!r} (random or same-index)")
     rng = random.Random(seed)
     mapping: dict[str, str] = {}
     by_layer: dict[int, list[str]] = {}
@@ -186,12 +253,24 @@ def make_correspondence(hl_nodes: list[str], ll_n_heads: int, seed: int) -> dict
         else:
             raise ValueError(f"{node!r} is not a head or an MLP")
     for layer in sorted(by_layer):
-        heads = sorted(by_layer[layer], key=lambda n: int(n.split(".h")[1]))
-        if len(heads) > ll_n_heads:
-            raise ValueError(f"layer {layer} has {len(heads)} high-level heads but the low-level model {ll_n_heads}")
-        chosen = rng.sample(range(ll_n_heads), len(heads))
-        for node, h in zip(heads, chosen):
+        layer_heads = sorted(by_layer[layer], key=lambda n: int(n.split(".h")[1]))
+        if len(layer_heads) > ll_n_heads:
+            raise ValueError(f"layer {layer} has {len(layer_heads)} high-level heads but the low-level model {ll_n_heads}")
+        if policy == "same-index":
+            chosen = [int(n.split(".h")[1]) for n in layer_heads]
+        else:
+            chosen = rng.sample(range(ll_n_heads), len(layer_heads))
+        for node, h in zip(layer_heads, chosen):
             mapping[node] = f"a{layer}.h{h}"
+    for hl, ll in (heads or {}).items():
+        if hl not in mapping:
+            raise ValueError(f"the correspondence override names {hl!r}, which is not a high-level head")
+        layer, h = ll[1:].split(".h")
+        if int(layer) != int(hl[1:].split(".")[0]) or not 0 <= int(h) < ll_n_heads:
+            raise ValueError(f"cannot map {hl!r} to {ll!r}: a head maps to a head of the same layer")
+        mapping[hl] = ll
+    if len(set(mapping.values())) != len(mapping):
+        raise ValueError(f"the correspondence maps two high-level nodes to one low-level node: {mapping}")
     return dict(sorted(mapping.items()))
 
 
@@ -314,12 +393,18 @@ class SIITTrainer:
 
     ``correspondence`` maps each high-level node to one low-level node (or a list of them)."""
 
-    def __init__(self, hl_model, ll_model, correspondence: dict, task_type: str, config: TrainingConfig):
+    def __init__(self, hl_model, ll_model, correspondence: dict, task_type: str, config: TrainingConfig,
+                 none_class: int | None = None, truth_edges: list[str] | None = None):
         self.hl = hl_model.eval()
         self.ll = ll_model
         self.corr = dict(correspondence)
         self.numerical = task_type == "numerical"
         self.cfg = config
+        self.none_class = none_class  # the low-level class of RASP None (categorical), else None: unlabelled
+        self.truth_edges = sorted(truth_edges or [])
+        self._rt = None
+        if config.edge_strict and not self.truth_edges:
+            raise ValueError("edge-level strictness needs the ground-truth edges (truth_edges)")
         for p in self.hl.parameters():
             p.requires_grad_(False)
         self.hl_f = ComponentForward(hl_model)
@@ -345,7 +430,7 @@ class SIITTrainer:
         high-level output ties, i.e. RASP ``None``) or values (numerical)."""
         if self.numerical:
             return hl_out[:, 1:, 0]
-        return high_level_classes(hl_out[:, 1:])
+        return high_level_classes(hl_out[:, 1:], none_class=self.none_class)
 
     def _loss(self, ll_out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if self.numerical:
@@ -382,6 +467,52 @@ class SIITTrainer:
         k = torch.randint(len(self.non_aligned), (B,), generator=gen)
         mask[torch.arange(B), self.na_cols[k]] = True
         return mask
+
+    # -- edge-level strictness
+    @property
+    def runtime(self):
+        """The low-level model as a graph runtime that reads its parameters live (gradients reach them)."""
+        if self._rt is None:
+            from cbench.runtime import CircuitRuntime, edge_names_to_mask
+
+            self._rt = CircuitRuntime(self.ll, live_weights=True)
+            truth = edge_names_to_mask(self._rt.graph, self.truth_edges)
+            self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
+        return self._rt
+
+    def _edge_masks(self, B: int, gen: torch.Generator) -> torch.Tensor:
+        """``[B, n_edges]`` keep-masks (1 keep, 0 resample-ablate) over the edges outside the ground truth.
+
+        ``mixed`` (default): a third of the examples ablate one random such edge, a third each such
+        edge with probability p ~ U(0, 1) (p drawn per example), a third all of them. Ablating only
+        large random sets lets edges cancel each other (the complement is harmless together while
+        single edges keep 19-22 % effects in a feasibility run); single edges and all edges cover
+        both ends. ``bernoulli``: each such edge with probability ``strict_prob``."""
+        rt = self.runtime
+        n_out = len(self.out_edges)
+        keep = torch.ones(B, rt.n_edges)
+        if n_out == 0:
+            return keep
+        if self.cfg.edge_sampling == "bernoulli":
+            ablate = torch.rand(B, n_out, generator=gen) < self.cfg.strict_prob
+        else:
+            mode = torch.randint(3, (B, 1), generator=gen)
+            single = torch.zeros(B, n_out, dtype=torch.bool)
+            single[torch.arange(B), torch.randint(n_out, (B,), generator=gen)] = True
+            p = torch.rand(B, 1, generator=gen)
+            some = torch.rand(B, n_out, generator=gen) < p
+            ablate = torch.where(mode == 0, single, torch.where(mode == 1, some, torch.ones_like(single)))
+        keep[:, self.out_edges] = (~ablate).to(keep.dtype)
+        return keep
+
+    def _edge_run(self, base: torch.Tensor, source: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Outputs on ``base`` with the edges where ``keep`` is 0 resample-ablated from ``source``."""
+        return self.runtime.run(base, source=source, edge_mask=keep, ablation="resample").output
+
+    def _complement_keep(self, B: int) -> torch.Tensor:
+        keep = torch.ones(B, self.runtime.n_edges)
+        keep[:, self.out_edges] = 0.0
+        return keep
 
     # -- training
     def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator):
@@ -436,7 +567,7 @@ class SIITTrainer:
         best = None  # (score, epoch, state): the best validation epoch is what training returns
         for epoch in range(1, cfg.epochs + 1):
             self.ll.train()
-            sums = np.zeros(3)
+            sums = np.zeros(4)
             nb = 0
             for base, source, y_b in self._batches(data.train, labels, gen):
                 if cfg.algorithm == "summed":
@@ -448,7 +579,7 @@ class SIITTrainer:
                 step += 1
             metrics = self.evaluate_pairs(eval_pairs)
             metrics.update(epoch=epoch, loss_iit=sums[0] / nb, loss_strict=sums[1] / nb, loss_behavior=sums[2] / nb,
-                           elapsed_s=round(time.perf_counter() - start, 2))
+                           loss_edge=sums[3] / nb, elapsed_s=round(time.perf_counter() - start, 2))
             history.append(metrics)
             if bar is not None:
                 bar.set_postfix(acc=f"{metrics['accuracy']:.4f}", iia=f"{metrics['iia']:.4f}",
@@ -484,7 +615,10 @@ class SIITTrainer:
         worst = min(metrics["accuracy"], metrics["iia"])
         if self.cfg.kind == "iit":
             return worst
-        return min(worst, metrics["siia"], metrics["min_siia_node"] + (self.cfg.target - self.cfg.node_target))
+        worst = min(worst, metrics["siia"], metrics["min_siia_node"] + (self.cfg.target - self.cfg.node_target))
+        if self.cfg.edge_strict:
+            worst = min(worst, metrics["edge_siia"])
+        return worst
 
     def _reached(self, metrics: dict) -> bool:
         """Early stop: accuracy, IIA (and for SIIT: SIIA and every node's SIIA) at the target.
@@ -494,10 +628,12 @@ class SIITTrainer:
             return False
         if cfg.kind == "iit":
             return True
+        if cfg.edge_strict and metrics["edge_siia"] < cfg.target:
+            return False
         return metrics["siia"] >= cfg.target and metrics["min_siia_node"] >= cfg.node_target
 
     def _step(self, opt, base, source, y_b, gen) -> np.ndarray:
-        """One batch: returns the (IIT, strictness, behaviour) losses (unweighted)."""
+        """One batch: returns the (IIT, strictness, behaviour, edge strictness) losses (unweighted)."""
         cfg = self.cfg
         B = len(base)
         hl_src = self.hl_f.acts(source)
@@ -508,15 +644,19 @@ class SIITTrainer:
             y_iit = self._target(self.hl_f(base, hl_src, hl_mask))
         strict = cfg.siit_weight > 0 and len(self.non_aligned) > 0
         strict_mask = self._strict_mask(B, gen) if strict else None
-        out = np.zeros(3)
+        edge_keep = self._edge_masks(B, gen) if cfg.edge_strict else None
+        out = np.zeros(4)
         if cfg.algorithm == "algorithm-1":
             parts = [(0, iit_mask, y_iit, cfg.iit_weight), (1, strict_mask, y_b, cfg.siit_weight),
-                     (2, None, y_b, cfg.behavior_weight)]
+                     (2, None, y_b, cfg.behavior_weight), (3, edge_keep, y_b, cfg.edge_weight)]
             for i, mask, target, weight in parts:
-                if weight <= 0 or (i == 1 and not strict):
+                if weight <= 0 or (i == 1 and not strict) or (i == 3 and edge_keep is None):
                     continue
                 opt.zero_grad(set_to_none=True)
-                loss = self._loss(self.ll_f(base, ll_src, mask), target)
+                if i == 1 and cfg.source_gradients:  # the source run again, with this step's weights
+                    ll_src = self.ll_f(source, collect=True)[1]
+                logits = self._edge_run(base, source, mask) if i == 3 else self.ll_f(base, ll_src, mask)
+                loss = self._loss(logits, target)
                 (loss * weight).backward()
                 self._clip()
                 opt.step()
@@ -535,6 +675,10 @@ class SIITTrainer:
             loss = self._loss(logits[k * B:(k + 1) * B], target)
             total = total + loss * weight
             out[i] = loss.item()
+        if edge_keep is not None:
+            loss = self._loss(self._edge_run(base, source, edge_keep), y_b)
+            total = total + loss * cfg.edge_weight
+            out[3] = loss.item()
         opt.zero_grad(set_to_none=True)
         total.backward()
         self._clip()
@@ -574,10 +718,13 @@ class SIITTrainer:
         self.ll.eval()
         n_hl, n_na = len(self.hl_nodes), len(self.non_aligned)
         agree_acc, agree_iia, agree_siia, count = 0.0, np.zeros(n_hl), np.zeros(n_na), 0
+        agree_edge = 0.0
         for base, source in pairs:
             B = len(base)
             y_b = self._target(self.hl_f(base))
             agree_acc += self._agree(self.ll_f(base), y_b) * B
+            if self.cfg.edge_strict:  # every edge outside the ground truth resample-ablated at once
+                agree_edge += self._agree(self._edge_run(base, source, self._complement_keep(B)), y_b) * B
             hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
@@ -613,6 +760,7 @@ class SIITTrainer:
         iia_nodes = agree_iia / count
         siia_nodes = agree_siia / count
         return {"accuracy": agree_acc / count,
+                "edge_siia": agree_edge / count if self.cfg.edge_strict else 1.0,
                 "iia": float(iia_nodes.mean()) if n_hl else 1.0,
                 "siia": float(siia_nodes.mean()) if n_na else 1.0,
                 "min_siia_node": float(siia_nodes.min()) if n_na else 1.0,

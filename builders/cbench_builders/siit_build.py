@@ -18,7 +18,7 @@ Node effects come from :func:`cbench.ablation.node_effects` (the one implementat
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
@@ -26,6 +26,8 @@ import torch
 
 import cbench
 from cbench.errors import BuildError, UsageError
+from cbench.labels import NONE_LABEL
+from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_EDGE_METRIC, MIN_ORACLE_AUROC
 
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
@@ -117,7 +119,7 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     from cbench.artifacts import read_model_artifact, write_model_artifact
     from cbench.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.case_specs import load_case
-    from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_config, make_correspondence,
+    from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_for_case, make_correspondence,
                                       make_input_set, map_circuit_edges)
 
     src = Path(tracr_dir) / f"tracr-case-{case}"
@@ -141,13 +143,23 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     hl_model = hl_art.load_model()
 
     hl_nodes = [n for n in hl_circuit["nodes"] if n not in ("input", "logits")]
-    ll_config = low_level_config(hl_art.config, seed=cfg.seed, model_name=f"cbench-{name}")
-    mapping = make_correspondence(hl_nodes, ll_config["n_heads"], seed=cfg.seed)
+    low_level = spec.spec.get("low_level") or {}
+    try:
+        ll_config = low_level_for_case(hl_art.config, case, low_level, seed=cfg.seed, model_name=f"cbench-{name}")
+        mapping = make_correspondence(hl_nodes, ll_config["n_heads"], seed=cfg.seed,
+                                      policy=low_level.get("correspondence", "random"), heads=low_level.get("heads"))
+    except ValueError as e:
+        raise BuildError(f"case {case}: bad low_level block: {e}") from None
+    data = make_input_set(meta, cfg.train_size, cfg.seed)
+    none_class = _none_class(hl_model, meta, data, low_level)
+    if none_class is not None:  # RASP None is an explicit extra output class the model must compute
+        ll_config["d_vocab_out"] = none_class + 1
     ll_model = build_model(ll_config)
     ll_model.train()
-    data = make_input_set(meta, cfg.train_size, cfg.seed)
+    truth_edges = map_circuit_edges(hl_circuit["edges"], mapping)
 
-    trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg)
+    trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg, none_class=none_class,
+                          truth_edges=truth_edges)
     result = trainer.train(data, progress=progress, log=log)
 
     # final validation: fresh pairs (another seed), metrics and node effects on the same pairs
@@ -161,74 +173,132 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     out_effects = [e["resample"] for e in effects if not e["in_circuit"]]
     max_out = max(out_effects, default=0.0)
     mean_out = sum(out_effects) / len(out_effects) if out_effects else 0.0
-    reasons = []
-    if m["iia"] < RELEASE_MIN_IIA:
-        reasons.append(f"IIA {m['iia']:.4f} < {RELEASE_MIN_IIA}")
-    if kind == "siit" and m["siia"] < RELEASE_MIN_SIIA:
-        reasons.append(f"SIIA {m['siia']:.4f} < {RELEASE_MIN_SIIA}")
-    if kind == "siit" and max_out > RELEASE_MAX_OUT_EFFECT:
-        worst = max((e for e in effects if not e["in_circuit"]), key=lambda e: e["resample"])
-        reasons.append(f"out-of-circuit resample effect {max_out:.4f} > {RELEASE_MAX_OUT_EFFECT} ({worst['node']})")
+
+    shape = {"n_layers": ll_config["n_layers"], "n_heads": ll_config["n_heads"], "has_mlp": True,
+             "parallel_attn_mlp": False}
+    hl_shape = {"n_layers": hl_art.config["n_layers"], "n_heads": hl_art.config["n_heads"],
+                "has_mlp": not hl_art.config.get("attn_only", False), "parallel_attn_mlp": False}
+    circuit = {
+        "schema": "cbench/circuit/v1", "case": case, "model_kind": kind, "granularity": "qkv",
+        "graph": shape, "nodes": ll_nodes, "edges": truth_edges,
+    }
+    if hl_circuit.get("high_level"):
+        hl_ops = []
+        for op in hl_circuit["high_level"].get("ops", []):
+            op = dict(op)
+            if op.get("components"):
+                op["components"] = [mapping.get(c, c) for c in op["components"]]
+            hl_ops.append(op)
+        circuit["high_level"] = {**hl_circuit["high_level"], "ops": hl_ops}
+    corr = correspondence_document(case, mapping, hl_circuit, shape, hl_shape, cfg.seed)
+
+    # the release gates, recomputed through hooks and the graph runtime (cbench.verify), on the
+    # validation pairs and on freshly sampled ones; ground-truth edges without signal get marked
+    from cbench.verify import verify_model
+
+    base_meta = {k: v for k, v in meta.items() if k != "files"}
+    base_meta["model_kind"] = kind
+    if none_class is not None:
+        base_meta.update(none_class=none_class, output_classes=list(meta["output_classes"]) + [NONE_LABEL])
+    result.model.eval()
+    report = verify_model(result.model, base_meta, circuit, corr, hl_model,
+                          _pair_sets(pairs, base_meta, seed=cfg.seed + 3))
+    marks = report.no_signal_marks()
+    if marks and kind == "siit":
+        circuit["edge_signal"] = marks
+        report.accept_marks()
+    reasons = [f"{g.name} {g.value:.4f} ({g.pairs}{'; ' + g.detail if g.detail else ''}) fails {g.op} {g.threshold:g}"
+               for g in report.failures() if kind == "siit" or g.name in ("iia", "accuracy")]
     released = not reasons
     path = None
     if released or keep_failed:
-        shape = {"n_layers": ll_config["n_layers"], "n_heads": ll_config["n_heads"], "has_mlp": True,
-                 "parallel_attn_mlp": False}
-        hl_shape = {"n_layers": hl_art.config["n_layers"], "n_heads": hl_art.config["n_heads"],
-                    "has_mlp": not hl_art.config.get("attn_only", False), "parallel_attn_mlp": False}
-        circuit = {
-            "schema": "cbench/circuit/v1", "case": case, "model_kind": kind, "granularity": "qkv",
-            "graph": shape, "nodes": ll_nodes, "edges": map_circuit_edges(hl_circuit["edges"], mapping),
-        }
-        if hl_circuit.get("high_level"):
-            hl_ops = []
-            for op in hl_circuit["high_level"].get("ops", []):
-                op = dict(op)
-                if op.get("components"):
-                    op["components"] = [mapping.get(c, c) for c in op["components"]]
-                hl_ops.append(op)
-            circuit["high_level"] = {**hl_circuit["high_level"], "ops": hl_ops}
         metrics = {"accuracy": m["accuracy"], "iia": m["iia"], "siia": m["siia"]}
         training = cfg.to_json()
         training.update({
             "data": data.describe(),
             "interventions": "per-example masks over whole components (head hook_z, MLP hook_mlp_out); "
-                             "source activations once per batch without gradients",
+                             + ("source activations with gradients" if cfg.source_gradients else
+                                "source activations once per batch without gradients")
+                             + ("; edge strictness: per-example resample ablation of edges outside the ground "
+                                "truth through the graph runtime" if cfg.edge_strict else ""),
             "epochs_trained": result.epochs, "reached_target": result.reached_target, "kept_epoch": result.best_epoch,
             "training_cpu_s": round(result.training_cpu_s, 3),
             "high_level_variables": "the Tracr circuit's heads and MLPs",
-            "architecture": "n_heads = max(4, H), n_layers = max(2, L), d_head = max(d_head_H // 2, "
-                            "ceil(d_model_H / 2 / n_heads)), d_model = n_heads * d_head, d_mlp = 4 * d_model",
+            "architecture": _architecture_note(low_level),
+            "correspondence": low_level.get("correspondence", "random"),
         })
-        new_meta = {k: v for k, v in meta.items() if k != "files"}
+        if low_level.get("deviation"):
+            training["architecture_deviation"] = low_level["deviation"]
+        new_meta = dict(base_meta)
         new_meta.update({
             "model_kind": kind, "seed": cfg.seed, "training": training, "metrics": metrics,
             "training_time_s": round(result.training_time_s, 3), "hardware": result.hardware,
             "cbench_version": cbench.__version__, "dataset_revision": None,
             "released": released, "release_gate_failures": reasons,
             "release_gates": {"min_iia": RELEASE_MIN_IIA, "min_siia": RELEASE_MIN_SIIA,
-                              "max_out_of_circuit_resample_effect": RELEASE_MAX_OUT_EFFECT},
+                              "max_out_of_circuit_resample_effect": RELEASE_MAX_OUT_EFFECT,
+                              "max_complement_edge_effect": MAX_COMPLEMENT_EFFECT,
+                              "min_edge_changed": MIN_EDGE_CHANGED, "min_edge_metric": MIN_EDGE_METRIC,
+                              "min_oracle_edge_auroc": MIN_ORACLE_AUROC},
+            "gates": report.summary(), "edge_signals": [asdict(e) for e in report.edges],
             "validation": {"n_pairs": sum(len(b) for b, _ in pairs), "min_siia_node": m["min_siia_node"],
                            "max_out_of_circuit_resample_effect": max_out,
                            "mean_out_of_circuit_resample_effect": mean_out},
             "node_effects": effects,
-            "history": [{k: h[k] for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "elapsed_s")}
-                        for h in result.history],
+            "history": [{k: h[k] for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "edge_siia",
+                                           "elapsed_s")} for h in result.history],
         })
-        corr = correspondence_document(case, mapping, hl_circuit, shape, hl_shape, cfg.seed)
         from cbench_builders.cards import render_card
 
         readme = render_card("siit_model", {
             "case": case, "kind": kind, "meta": new_meta, "config": config_to_json(ll_model.cfg),
             "correspondence": corr, "circuit": circuit, "effects": sorted(effects, key=_node_order),
             "released": released, "reasons": reasons, "repo": f"cbench/{name}",
-            "gates": new_meta["release_gates"],
+            "gates": new_meta["release_gates"], "verify": report,
         })
         path = (Path(out_dir) if released or failed_dir is None else Path(failed_dir)) / name
         write_model_artifact(path, result.model, new_meta, circuit=circuit, correspondence=corr, readme=readme,
                              subartifacts={"tracr": src}, overwrite=True)
     return SIITOutcome(case, kind, path, {k: m[k] for k in ("accuracy", "iia", "siia")}, result.epochs,
                        result.training_time_s, max_out, mean_out, released, "; ".join(reasons), effects)
+
+
+def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
+    """The extra output class of RASP ``None`` for a categorical case whose Tracr model gives no
+    class somewhere on the training inputs (``low_level: {"none_class": false}`` turns it off)."""
+    from cbench.labels import NO_CLASS
+    from cbench_builders.interchange import ComponentForward
+    from cbench_builders.high_level import high_level_classes
+
+    if meta["task_type"] != "categorical" or low_level.get("none_class") is False:
+        return None
+    f = ComponentForward(hl_model)
+    with torch.no_grad():
+        ties = any(bool((high_level_classes(f(x)[:, 1:]) == NO_CLASS).any()) for x in data.train.values())
+    return len(meta["output_classes"]) if ties else None
+
+
+def _pair_sets(pairs, meta: dict, seed: int) -> dict:
+    """The validation pairs as TaskData (one set per length) and as many freshly sampled pairs."""
+    from cbench.task_data import TaskData, sample_pairs
+
+    sets = {}
+    for base, source in pairs:
+        valid = torch.ones(base.shape, dtype=torch.bool)
+        valid[:, 0] = False
+        key = "validation" if len(pairs) == 1 else f"validation-len{base.shape[1] - 1}"
+        sets[key] = TaskData(base, source, None, valid, meta["task_type"], split="validation")
+    sets["fresh"] = sample_pairs(meta, sum(len(b) for b, _ in pairs), seed=seed)
+    return sets
+
+
+def _architecture_note(low_level: dict) -> str:
+    if low_level.get("architecture") == "interpbench":
+        return ("InterpBench's make_ll_cfg: n_heads = max(4, H), n_layers = max(2, L), gelu, d_mlp = 4 * d_model; "
+                "residual compression d_model = max(2, d_model_H // r), d_head = max(1, d_model // n_heads), else "
+                "d_head = max(1, d_head_H // r), d_model = n_heads * d_head (r per case, 2 by default)")
+    return ("n_heads = max(4, H), n_layers = max(2, L), d_head = max(d_head_H // 2, ceil(d_model_H / 2 / n_heads)), "
+            "d_model = n_heads * d_head, d_mlp = 4 * d_model")
 
 
 def _node_order(e: dict):
@@ -285,16 +355,19 @@ def format_table(rows: list[SIITOutcome]) -> str:
               help="with --keep-failed: write those models here instead of --out")
 @click.option("--source-gradients/--no-source-gradients", default=None,
               help="differentiate the loss through the low-level source activations [default: the case spec's]")
+@click.option("--edge-weight", type=click.FloatRange(min=0), default=None,
+              help="weight of edge-level strictness (0: node strictness only, as InterpBench) [default: the case spec's]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, source_gradients,
-                   no_progress):
+                   edge_weight, no_progress):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
     overrides = {"algorithm": algorithm, "epochs": epochs, "siit_weight": siit_weight, "train_size": train_size,
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
-                 "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients}
+                 "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients,
+                 "edge_weight": edge_weight}
     rows, failed = [], []
     for case in _parse_cases(cases, main_cases):
         o = train_case(case, tracr_dir, out_dir, iit=iit, overrides=overrides, keep_failed=keep_failed,

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from cbench.errors import UsageError
+from cbench.labels import none_class_of
 
 
 @dataclass
@@ -142,14 +143,17 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
     valid = torch.tensor([[j < len(b) for j in range(P)] for b in bases], dtype=torch.bool)
     valid[:, 0] = False
     lab = None
+    # a null label is RASP None: a class of its own for models trained with one (meta none_class),
+    # else a position without a label
+    none_class = none_class_of(meta) if meta.get("task_type") == "categorical" else None
     if all(isinstance(l, (list, tuple)) for l in labels):
         arr = torch.full((len(bases), P), float("nan"))
         for i, l in enumerate(labels):
             for j, v in enumerate(l[: P - 1]):
-                if v is None:
+                if v is None and none_class is None:
                     valid[i, j + 1] = False
                 else:
-                    arr[i, j + 1] = float(v)
+                    arr[i, j + 1] = float(none_class if v is None else v)
         if meta.get("task_type") == "categorical":
             lab = torch.nan_to_num(arr, nan=-1).long()
         else:

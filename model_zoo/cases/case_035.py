@@ -29,7 +29,28 @@ SPEC = {
     "label_positions": "all-but-bos",
     "source": "original",
     "seed": 42,
+    "low_level": {
+        "architecture": "interpbench",
+        "correspondence": "same-index"
+    },
     "training": {
+        "algorithm": "algorithm-1",
+        "lr": 0.001,
+        "batch_size": 512,
+        "epochs": 60,
+        "iit_weight": 1.0,
+        "siit_weight": 1.0,
+        "behavior_weight": 1.0,
+        "edge_weight": 1.0,
+        "edge_sampling": "mixed",
+        "train_size": 20000,
+        "target": 0.997,
+        "node_target": 0.997,
+        "eval_pairs": 1000,
+        "source_gradients": True,
+        "time_limit_s": 1200
+    },
+    "training_v1": {
         "algorithm": "summed",
         "lr": 0.001,
         "lr_end": 0.0002,

@@ -33,6 +33,7 @@ COMMANDS = {
     "test-circuit": "cbench.cli.scoring_cmds:test_circuit",
     "adversarial": "cbench.cli.scoring_cmds:adversarial",
     "bench": "cbench.cli.scoring_cmds:bench",
+    "verify": "cbench.cli.verify_cmd:verify",
     "demo": "cbench.cli.demo_cmd:demo",
 }
 

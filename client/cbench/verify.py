@@ -1,0 +1,374 @@
+"""Release gates of a model, recomputed on fresh pairs: what ``cbench verify`` prints and what the
+release step runs before a model is published.
+
+A released model's ``circuit.json`` is a claim: these nodes and these edges are what the model
+computes. :func:`verify_model` checks the claim with code that does not share the path that
+trained the model: node interchanges through TransformerLens hooks (:mod:`cbench.interchange`)
+against the Tracr model shipped in the artifact's ``tracr/``, and edge ablations through the
+graph runtime.
+
+Node gates (SIIT and IIT models; on the pairs' labelled positions, labels from the Tracr model):
+
+* ``accuracy`` -- the model's output equals the Tracr model's (argmax, or within 0.05) >= 99.5 %;
+* ``iia`` -- interchanging a high-level node in the Tracr model and its aligned low-level nodes
+  in the model gives the same output, averaged over high-level nodes, >= 99.5 %;
+* ``siia`` (SIIT) -- interchanging a non-aligned node leaves the output at the Tracr model's
+  label, averaged over non-aligned nodes, >= 99.5 %;
+* ``max_out_of_circuit_node_effect`` (SIIT) -- resample-ablating any one node outside the
+  circuit changes at most 1 % of outputs.
+
+Edge gates (SIIT and Tracr models; resample ablation, outputs compared with the model's own
+unablated outputs, on every valid position):
+
+* ``complement_edge_effect`` -- ablating every edge outside ``circuit.json`` at once changes at
+  most 1 % of outputs;
+* ``edge_signal`` -- every ground-truth edge, ablated alone, changes at least 1 % of outputs or
+  moves the metric measurably (mean KL or mean |output change| >= 1e-3); an edge that cannot
+  must be marked in ``circuit.json``'s ``edge_signal`` with why, and is left out of scoring
+  (``unmarked_edges_without_signal``, SIIT models; Tracr models list such edges in the report);
+* ``oracle_edge_auroc`` -- exact activation patching of every edge, ranked against the
+  ground truth without marked edges, scores edge AUROC >= 0.99 (q/k/v granularity).
+
+Each gate runs on two sets of pairs: ``validation`` (the data's own distribution: the
+counterfactuals dataset's validation split, or the trainer's validation inputs) and ``fresh``
+(uniformly sampled inputs of the maximum length, with a seed of the caller's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from cbench.errors import UsageError
+from cbench.labels import NO_CLASS, high_level_classes, none_class_of
+from cbench.task_data import TaskData
+
+MIN_ACCURACY = 0.995
+MIN_IIA = 0.995
+MIN_SIIA = 0.995
+MAX_OUT_NODE_EFFECT = 0.01
+MAX_COMPLEMENT_EFFECT = 0.01
+MIN_EDGE_CHANGED = 0.01
+MIN_EDGE_METRIC = 1e-3
+MIN_ORACLE_AUROC = 0.99
+ATOL = 0.05
+GATES = {
+    "accuracy": (">=", MIN_ACCURACY), "iia": (">=", MIN_IIA), "siia": (">=", MIN_SIIA),
+    "max_out_of_circuit_node_effect": ("<=", MAX_OUT_NODE_EFFECT),
+    "complement_edge_effect": ("<=", MAX_COMPLEMENT_EFFECT),
+    "unmarked_edges_without_signal": ("<=", 0),
+    "oracle_edge_auroc": (">=", MIN_ORACLE_AUROC),
+}
+
+
+@dataclass
+class Gate:
+    name: str
+    pairs: str  # "validation" | "fresh"
+    value: float
+    op: str
+    threshold: float
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class EdgeSignal:
+    """One ground-truth edge ablated alone: the share of outputs it changes and the metric change,
+    the larger over the pair sets."""
+
+    edge: str
+    changed: float
+    metric_delta: float
+    signal: bool
+    why: str | None = None
+
+
+@dataclass
+class VerifyReport:
+    case: str
+    model_kind: str
+    gates: list[Gate]
+    edges: list[EdgeSignal]
+    n_pairs: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+    def failures(self) -> list[Gate]:
+        return [g for g in self.gates if not g.passed]
+
+    def accept_marks(self) -> None:
+        """The edges without signal are now marked in circuit.json: that gate holds."""
+        for g in self.gates:
+            if g.name == "unmarked_edges_without_signal":
+                g.value, g.passed = 0.0, True
+                g.detail = "marked in circuit.json's edge_signal" if g.detail else ""
+
+    def no_signal_marks(self) -> dict[str, dict]:
+        """``circuit.json``'s ``edge_signal`` for the edges measured to carry no signal."""
+        return {e.edge: {"signal": False, "why": e.why or "no measurable effect"} for e in self.edges if not e.signal}
+
+    def to_dict(self) -> dict:
+        return {"schema": "cbench/verify-report/v1", "case": self.case, "model_kind": self.model_kind,
+                "passed": self.passed, "n_pairs": self.n_pairs, "gates": [asdict(g) for g in self.gates],
+                "edges": [asdict(e) for e in self.edges]}
+
+    def summary(self) -> dict:
+        """The gate figures for meta.json and the card: per gate, the worse value over the pair sets."""
+        out: dict[str, dict] = {}
+        for g in self.gates:
+            row = out.setdefault(g.name, {"op": g.op, "threshold": g.threshold, "passed": True})
+            row[g.pairs] = g.value
+            row["passed"] = row["passed"] and g.passed
+        return out
+
+    def format(self) -> str:
+        lines = [f"case {self.case} ({self.model_kind}): "
+                 + ", ".join(f"{k} {v} pairs" for k, v in self.n_pairs.items())]
+        for g in self.gates:
+            value = f"{g.value:.4f}" if isinstance(g.value, float) else str(g.value)
+            lines.append(f"  {'PASS' if g.passed else 'FAIL'}  {g.name:<32} {g.pairs:<10} {value:>8} "
+                         f"{g.op} {g.threshold:g}" + (f"  ({g.detail})" if g.detail else ""))
+        for e in self.edges:
+            mark = "signal" if e.signal else f"no signal: {e.why}"
+            lines.append(f"        edge {e.edge:<28} changes {100 * e.changed:6.2f} % of outputs, "
+                         f"metric {e.metric_delta:.2e}  [{mark}]")
+        lines.append(f"{'PASSED' if self.passed else 'FAILED'}: {len(self.gates) - len(self.failures())} of "
+                     f"{len(self.gates)} gates hold")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _changed(outputs: torch.Tensor, clean: torch.Tensor, task_type: str) -> torch.Tensor:
+    """Boolean ``[..., B, P]``: the output differs from the clean one (argmax, or by more than ATOL)."""
+    if task_type == "categorical":
+        return outputs.argmax(-1) != clean.argmax(-1)
+    return (outputs[..., 0] - clean[..., 0]).abs() > ATOL
+
+
+def _metric_delta(outputs: torch.Tensor, clean: torch.Tensor, task_type: str) -> torch.Tensor:
+    """Per position: KL(clean || ablated) (categorical) or |output change| (numerical)."""
+    if task_type == "categorical":
+        lp = torch.log_softmax(clean, -1)
+        lq = torch.log_softmax(outputs, -1)
+        return (lp.exp() * (lp - lq)).sum(-1)
+    return (outputs[..., 0] - clean[..., 0]).abs()
+
+
+def _mean(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    w = valid.to(torch.float64)
+    return (x.to(torch.float64) * w).sum((-1, -2)) / w.sum().clamp(min=1)
+
+
+def _agree(out: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, task_type: str) -> float:
+    """Share of valid, labelled positions (``target`` over positions 1..) where ``out`` matches."""
+    o = out[:, 1:]
+    v = valid[:, 1:]
+    if task_type == "categorical":
+        v = v & (target != NO_CLASS)
+        ok = o.argmax(-1) == target
+    else:
+        ok = (o[..., 0] - target).abs() <= ATOL
+    n = int(v.sum())
+    return float((ok & v).sum()) / n if n else 1.0
+
+
+class _HighLevel:
+    """The Tracr model of an artifact, read as labels for the low-level model."""
+
+    def __init__(self, tracr_model, task_type: str, none_class: int | None):
+        self.model = tracr_model
+        self.task_type = task_type
+        self.none_class = none_class
+
+    def labels(self, out: torch.Tensor) -> torch.Tensor:
+        from cbench.transformer_lens_adapter import output_values
+
+        vals = output_values(out, self.task_type)[:, 1:]
+        if self.task_type == "categorical":
+            return high_level_classes(vals, none_class=self.none_class)
+        return vals
+
+
+# ---------------------------------------------------------------------------- the gates
+def node_gates(model, hl: _HighLevel, correspondence: Mapping, circuit_nodes: set[str], data: TaskData,
+               kind: str, pairs: str) -> list[Gate]:
+    """Accuracy, IIA, SIIA and the largest out-of-circuit node effect, through hooks."""
+    from cbench.ablation import node_effects
+    from cbench.interchange import model_components, run_interchanged, source_activations
+
+    base, source, valid = data.base, data.source, data.valid
+    hl_model = hl.model
+    entries = {}
+    for e in correspondence.get("nodes", []):
+        entries.setdefault(e["high_level_node"], sorted({x["node"] for x in e["low_level"]}))
+    with torch.no_grad():
+        y_b = hl.labels(hl_model(base))
+        gates = [_gate("accuracy", pairs, _agree(model(base), y_b, valid, data.task_type))]
+        hl_cache = source_activations(hl_model, source, list(entries))
+        aligned = {n for ll in entries.values() for n in ll}
+        ll_cache = source_activations(model, source, sorted(aligned | set(model_components(model))))
+        iia = []
+        for hl_node, ll_nodes in entries.items():
+            y_iit = hl.labels(run_interchanged(hl_model, base, hl_cache, {hl_node: True}))
+            out = run_interchanged(model, base, ll_cache, {n: True for n in ll_nodes})
+            iia.append(_agree(out, y_iit, valid, data.task_type))
+        gates.append(_gate("iia", pairs, float(np.mean(iia)) if iia else 1.0,
+                           detail=f"worst {min(iia):.4f}" if iia else ""))
+        if kind == "siit":
+            non_aligned = [n for n in model_components(model) if n not in aligned]
+            siia = {n: _agree(run_interchanged(model, base, ll_cache, {n: True}), y_b, valid, data.task_type)
+                    for n in non_aligned}
+            worst = min(siia, key=siia.get) if siia else ""
+            gates.append(_gate("siia", pairs, float(np.mean(list(siia.values()))) if siia else 1.0,
+                               detail=f"worst {worst} {siia[worst]:.4f}" if siia else ""))
+    if kind == "siit":
+        labels = torch.zeros(base.shape, dtype=y_b.dtype)
+        labels[:, 1:] = y_b.clamp(min=0) if data.task_type == "categorical" else y_b
+        lvalid = valid.clone()
+        if data.task_type == "categorical":
+            lvalid[:, 1:] &= y_b != NO_CLASS
+        labelled = TaskData(base, source, labels, lvalid, data.task_type, split=data.split)
+        outside = [n for n in model_components(model) if n not in circuit_nodes]
+        effects = node_effects(model, labelled, nodes=outside, kinds=("resample",)) if outside else []
+        worst = max(effects, key=lambda e: e.effect, default=None)
+        gates.append(_gate("max_out_of_circuit_node_effect", pairs, worst.effect if worst else 0.0,
+                           detail=worst.node if worst else ""))
+    return gates
+
+
+def edge_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[list[Gate], dict[str, tuple[float, float]]]:
+    """The complement gate on ``data``, and each ground-truth edge's (changed, metric delta)."""
+    from cbench.runtime import as_runtime, edge_names_to_mask
+
+    rt = as_runtime(model)
+    g = rt.graph
+    truth = sorted(circuit["edges"])
+    keep = torch.as_tensor(edge_names_to_mask(g, truth), dtype=rt.dtype)
+    base = rt.tokens_tensor(data.base)
+    with torch.no_grad():
+        clean = rt.clean(base)
+        abl = rt.ablated_outputs(base, data.source, "resample")
+        comp = rt.run(base, edge_mask=keep, ablated=abl).output
+        changed = float(_mean(_changed(comp, clean, data.task_type), data.valid))
+        gates = [_gate("complement_edge_effect", pairs, changed,
+                       detail=f"{int(len(g.edges) - keep.sum())} edges ablated together")]
+        masks = torch.ones(len(truth), g.n_edges, dtype=rt.dtype)
+        for i, name in enumerate(truth):
+            masks[i] = torch.as_tensor(~edge_names_to_mask(g, [name]), dtype=rt.dtype)
+        per_edge = {}
+        if truth:
+            outs = rt.run_masks(base, masks, ablated=abl)
+            ch = _mean(_changed(outs, clean, data.task_type), data.valid)
+            md = _mean(_metric_delta(outs, clean, data.task_type), data.valid)
+            per_edge = {name: (float(ch[i]), float(md[i])) for i, name in enumerate(truth)}
+    return gates, per_edge
+
+
+def _why_no_signal(model, circuit: Mapping, edge: str, data: TaskData) -> str:
+    """Why an edge carries no signal under resample ablation: if zero-ablating it changes outputs,
+    what it carries is the same on base and source (such as position: they share their length)."""
+    from cbench.runtime import as_runtime, edge_names_to_mask
+
+    rt = as_runtime(model)
+    base = rt.tokens_tensor(data.base)
+    keep = torch.as_tensor(~edge_names_to_mask(rt.graph, [edge]), dtype=rt.dtype)
+    with torch.no_grad():
+        clean = rt.clean(base)
+        zero = rt.run(base, edge_mask=keep, ablation="zero").output
+    z = float(_mean(_changed(zero, clean, data.task_type), data.valid))
+    if z >= MIN_EDGE_CHANGED:
+        src = edge.split("->")[0]
+        what = "position" if src == "input" else "a value"
+        return (f"carries {what} that base and source share (resample ablation changes no output; "
+                f"zero ablation changes {100 * z:.1f} %)")
+    return "no output depends on it under resample or zero ablation"
+
+
+def oracle_gate(model, circuit: Mapping, data: TaskData, pairs: str, exclude: Sequence[str]) -> Gate:
+    """Exact activation patching of every edge, edge AUROC against the ground truth (q/k/v level)."""
+    from cbench.discovery import discover
+    from cbench.scoring.statistics import auroc
+
+    res = discover(model, data, "activation-patching", progress=False)
+    names = [e.name for e in res.graph.edges]
+    truth, skip = set(circuit["edges"]), set(exclude)
+    keep = [i for i, n in enumerate(names) if n not in skip]
+    scores = np.asarray(res.scores, dtype=np.float64)[keep]
+    labels = np.array([names[i] in truth for i in keep])
+    if labels.all() or not labels.any():
+        return _gate("oracle_edge_auroc", pairs, 1.0, detail="every (or no) edge is in the circuit")
+    return _gate("oracle_edge_auroc", pairs, float(auroc(scores, labels)),
+                 detail=f"{int(labels.sum())} ground-truth edges of {len(keep)}")
+
+
+def _gate(name: str, pairs: str, value: float, detail: str = "") -> Gate:
+    op, threshold = GATES[name]
+    passed = value >= threshold if op == ">=" else value <= threshold
+    return Gate(name, pairs, float(value), op, float(threshold), bool(passed), detail)
+
+
+def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping | None, tracr_model,
+                 pair_sets: Mapping[str, TaskData], oracle_pairs: int = 300) -> VerifyReport:
+    """Every gate that applies to the model's kind on every pair set (see the module doc)."""
+    kind = str(meta.get("model_kind"))
+    task_type = str(meta["task_type"])
+    gates: list[Gate] = []
+    per_edge: dict[str, list[tuple[float, float]]] = {}
+    hl = _HighLevel(tracr_model, task_type, none_class_of(meta)) if tracr_model is not None else None
+    circuit_nodes = {n for n in circuit.get("nodes", []) if n not in ("input", "logits")}
+    marked = {e for e, v in (circuit.get("edge_signal") or {}).items() if not v.get("signal", True)}
+    for pairs, data in pair_sets.items():
+        if kind in ("siit", "iit"):
+            if hl is None or correspondence is None:
+                raise UsageError(f"case {meta.get('case')}: a {kind} model needs its tracr/ model and "
+                                 "correspondence.json to be verified")
+            gates += node_gates(model, hl, correspondence, circuit_nodes, data, kind, pairs)
+        if kind in ("siit", "tracr"):
+            eg, pe = edge_gates(model, circuit, data, pairs)
+            gates += eg
+            for e, v in pe.items():
+                per_edge.setdefault(e, []).append(v)
+    edges: list[EdgeSignal] = []
+    first = next(iter(pair_sets.values()))
+    for e in sorted(per_edge):
+        changed = max(v[0] for v in per_edge[e])
+        delta = max(v[1] for v in per_edge[e])
+        signal = changed >= MIN_EDGE_CHANGED or delta >= MIN_EDGE_METRIC
+        edges.append(EdgeSignal(e, changed, delta, signal, None if signal else _why_no_signal(model, circuit, e, first)))
+    if kind == "siit":  # (Tracr releases predate the marks: their report lists such edges, unmarked)
+        unmarked = [e.edge for e in edges if not e.signal and e.edge not in marked]
+        gates.append(_gate("unmarked_edges_without_signal", "all", float(len(unmarked)),
+                           detail=", ".join(unmarked)))
+    if kind in ("siit", "tracr"):
+        no_signal = {e.edge for e in edges if not e.signal} | marked
+        for pairs, data in pair_sets.items():
+            gates.append(oracle_gate(model, circuit, data.subset(oracle_pairs), pairs, sorted(no_signal)))
+    return VerifyReport(str(meta.get("case")), kind, gates, edges,
+                        {p: d.n_examples for p, d in pair_sets.items()})
+
+
+def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dataset: bool = True,
+                    offline: bool | None = None) -> VerifyReport:
+    """:func:`verify_model` on a model artifact: validation pairs from the counterfactuals dataset
+    (when it can be loaded) and ``n_pairs`` fresh sampled pairs drawn with ``seed``."""
+    from cbench.task_data import load_task_data, sample_pairs
+
+    meta = artifact.meta
+    model = artifact.load_model()
+    tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
+    if meta.get("model_kind") == "tracr":
+        tracr = model
+    sets: dict[str, TaskData] = {}
+    if use_dataset:
+        data = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs, offline=offline,
+                              use_dataset=True)
+        if data.split == "validation":
+            sets["validation"] = data
+    sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+    return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, tracr, sets)
