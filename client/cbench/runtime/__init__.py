@@ -40,6 +40,8 @@ Conventions (fixed, documented here and in the card):
 Public API (what discovery, ablation and scoring rely on)::
 
     rt = CircuitRuntime(model_or_artifact)           # HookedTransformer or ModelArtifact
+    rt = CircuitRuntime(model, live_weights=True)    # passes read the parameters live (training)
+    rt.refresh_weights()                             # re-read cached parameters after a change
     rt = as_runtime(model_or_artifact_or_runtime)
     rt.graph, rt.n_edges, rt.n_forward, rt.n_backward, rt.cfg, rt.d_model
     rt.clean(tokens) -> Tensor[B, P, V]              # the unpatched model, bit-exact (no grad)
@@ -86,6 +88,13 @@ outputs, for mask batches that differ only in inputs of slot ``k`` and later. Ti
 shared CPUs run much faster with ``torch.set_num_threads(1)`` (the CLI sets it;
 ``CBENCH_THREADS`` overrides).
 
+Weights: by default the b_O sums and the fused q/k/v projections are cached (detached) at
+first use, so a runtime suits a frozen model; after the model changes, call
+``rt.refresh_weights()``. With ``live_weights=True`` every pass reads the model's parameters
+when it runs, so ``loss.backward()`` through ``rt.run(...)`` reaches ``model.parameters()``
+(ablated activations stay detached, as TransformerLens's ``run_with_cache`` gives them; pass
+``ablated=rt.run(source, keep_acts=True).acts`` for gradients through the source run too).
+
 Scores convention used by the discovery methods: metrics are losses (lower is better), and an
 edge's score is the loss increase when that edge is ablated (positive: the edge helps). For EAP
 that is ``-(d loss / d mask)`` at the all-ones mask.
@@ -95,7 +104,7 @@ checks and conversion), ``clean_pass`` (unpatched runs), ``ablations`` (ablated 
 ``residual_pass`` (the pass without edge masks), ``masked_forward`` (``run``, ``run_masks``,
 ``edge_mask_gradient``, the einsum pass), ``input_gradients``, ``layer_norm`` (its VJP),
 ``incremental`` (one node at a time), ``layers`` (the model's layers as functions), ``weights``
-(cached parameters: b_O sums, fused q/k/v) and ``run_result``.
+(b_O sums and fused q/k/v, cached or live) and ``run_result``.
 """
 
 from cbench.runtime.ablations import ABLATIONS

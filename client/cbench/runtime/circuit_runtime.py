@@ -9,7 +9,7 @@ from cbench.errors import GraphError
 from cbench.graph import Graph
 from cbench.runtime import ablations, clean_pass, incremental, layer_norm, layers, masked_forward, masks
 from cbench.runtime import input_gradients as gradients
-from cbench.runtime.weights import destination_biases
+from cbench.runtime.weights import refresh_weights
 
 
 def _model_of(model_or_artifact):
@@ -36,7 +36,12 @@ def _check_supported(cfg) -> None:
 class CircuitRuntime:
     """Edge-masked runs of one model; see :mod:`cbench.runtime` for the conventions and the API."""
 
-    def __init__(self, model_or_artifact, device: str | torch.device | None = None):
+    def __init__(self, model_or_artifact, device: str | torch.device | None = None, live_weights: bool = False):
+        """``live_weights=True``: every pass reads the model's parameters when it runs (none
+        cached or detached), so gradients of its outputs reach ``model.parameters()`` and an
+        optimizer step on the model shows in the next run (training through masked runs).
+        Default: the b_O sums are cached at construction and the fused q/k/v projections at
+        first use, detached (for a frozen model; :meth:`refresh_weights` re-reads them)."""
         self.artifact = None if isinstance(model_or_artifact, torch.nn.Module) else model_or_artifact
         model = _model_of(model_or_artifact)
         self.model = model
@@ -57,11 +62,9 @@ class CircuitRuntime:
         self._real = torch.as_tensor(g.real_edge_matrix, device=self.device, dtype=self.dtype)
         self._one = torch.ones((), device=self.device, dtype=self.dtype)
         self._prefix_sources = incremental.source_prefix_ends(g, self.device)
-        # caches of the model's parameters and of constants (weights.py, layers.py)
-        self._biases = destination_biases(model, self.parallel, self.d_model, self.device, self.dtype)
-        self._slot_bias_stack: torch.Tensor | None = None
-        self._qkv_cache: dict = {}
         self._future_cache: dict = {}
+        self.live_weights = bool(live_weights)
+        refresh_weights(self)  # the caches of the model's parameters (weights.py)
 
     @property
     def n_edges(self) -> int:
@@ -96,6 +99,8 @@ class CircuitRuntime:
     destination_inputs = incremental.destination_inputs
     node_output = incremental.node_output
     unembed_fn = layers.unembed_fn
+    # the model's parameters (weights.py)
+    refresh_weights = refresh_weights
     # model pieces the discovery methods call directly
     _embed = layers.embed
     _future = layers.future_mask

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from cbench.errors import UsageError
-from cbench.runtime.layers import embed, future_mask, mlp, unembed
+from cbench.runtime.layers import add_mlp, embed, future_mask, unembed
 from cbench.runtime.masks import tokens_tensor
 from cbench.runtime.residual_pass import forward_resid
 from cbench.runtime.run_result import RunResult
@@ -68,10 +68,5 @@ def plain_pass(rt: CircuitRuntime, tokens: torch.Tensor) -> RunResult:
         heads = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]
         chunks.append(heads)
         attn_out = heads.sum(0) + attn.b_O
-        if rt.has_mlp:
-            mlp_out = mlp(rt, layer, resid if rt.parallel else resid + attn_out)
-            chunks.append(mlp_out[None])
-            resid = resid + attn_out + mlp_out
-        else:
-            resid = resid + attn_out
+        resid = add_mlp(rt, layer, resid, attn_out, chunks)
     return RunResult(unembed(rt, resid), torch.cat(chunks, 0))

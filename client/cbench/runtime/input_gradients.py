@@ -11,7 +11,7 @@ import torch
 from cbench.errors import UsageError
 from cbench.runtime.ablations import ablated_outputs
 from cbench.runtime.layer_norm import ln_kind, ln_vjp
-from cbench.runtime.layers import embed, future_mask, mlp, unembed
+from cbench.runtime.layers import add_mlp, embed, future_mask, mlp, unembed
 from cbench.runtime.masked_forward import run
 from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_tensor, tokens_tensor
 from cbench.runtime.weights import qkv_weights
@@ -235,12 +235,7 @@ def first_position(rt: CircuitRuntime, resid: torch.Tensor) -> dict:
         z = pattern @ v
         acts.append(torch.einsum("nhpe,hed->hnpd", z, attn.W_O))
         attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(1, -1), attn.W_O.reshape(-1, D)).view(1, 1, D)
-        if rt.has_mlp:
-            mlp_out = mlp(rt, layer, resid if rt.parallel else resid + attn_out)
-            acts.append(mlp_out[None])
-            resid = resid + attn_out + mlp_out
-        else:
-            resid = resid + attn_out
+        resid = add_mlp(rt, layer, resid, attn_out, acts)
     return {"kv": kv, "acts": acts, "out": unembed(rt, resid)}
 
 

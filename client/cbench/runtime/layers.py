@@ -57,6 +57,17 @@ def mlp(rt: CircuitRuntime, layer: int, x: torch.Tensor) -> torch.Tensor:
     return blk.mlp(blk.ln2(x))
 
 
+def add_mlp(rt: CircuitRuntime, layer: int, resid: torch.Tensor, attn_out: torch.Tensor,
+            outputs: list) -> torch.Tensor:
+    """The residual after layer ``layer`` from its input ``resid`` and attention output: with an
+    MLP, its output is added (and appended to ``outputs`` as ``[1, ...]``)."""
+    if not rt.has_mlp:
+        return resid + attn_out
+    mlp_out = mlp(rt, layer, resid if rt.parallel else resid + attn_out)
+    outputs.append(mlp_out[None])
+    return resid + attn_out + mlp_out
+
+
 def unembed(rt: CircuitRuntime, x: torch.Tensor) -> torch.Tensor:
     """The model outputs from the final residual (``ln_final``, then the unembedding)."""
     m = rt.model
@@ -68,10 +79,11 @@ def unembed(rt: CircuitRuntime, x: torch.Tensor) -> torch.Tensor:
 
 def unembed_fn(rt: CircuitRuntime) -> Callable[[torch.Tensor], torch.Tensor]:
     """``logits``' output from the final residual, as :func:`unembed` computes it, with the
-    module calls resolved once (for callers that run it many times)."""
+    module calls resolved once (for callers that run it many times; with live weights
+    :func:`unembed` itself)."""
     m = rt.model
     ln = getattr(m, "ln_final", None)
-    if ln is not None and not isinstance(ln, torch.nn.Identity):
+    if rt.live_weights or (ln is not None and not isinstance(ln, torch.nn.Identity)):
         return partial(unembed, rt)
     if type(m.unembed).__name__ == "Unembed" and type(m.unembed).forward.__module__.startswith("transformer_lens"):
         W, b = m.unembed.W_U.T.contiguous(), m.unembed.b_U

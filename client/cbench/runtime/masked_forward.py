@@ -14,6 +14,7 @@ from cbench.runtime.layers import attention, embed, mlp, unembed
 from cbench.runtime.masks import edge_mask_tensor, interpolate_input, mask_matrix, node_mask_tensor, tokens_tensor
 from cbench.runtime.residual_pass import forward_resid
 from cbench.runtime.run_result import RunResult
+from cbench.runtime.weights import current_biases
 
 if TYPE_CHECKING:
     from cbench.runtime.circuit_runtime import CircuitRuntime
@@ -129,7 +130,7 @@ def masked_pass(rt: CircuitRuntime, tokens, M, ablated, input_probe=False, keep_
         else:
             abl = ablated.expand(-1, n if grouped else B, P, -1)
     W = None if M is None else (1.0 - M) * rt._real
-    biases = rt._biases
+    biases = current_biases(rt)
 
     if start_slot is None:
         layer0, part0, n_prefix = 0, "attn", 1
