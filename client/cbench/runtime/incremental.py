@@ -1,0 +1,84 @@
+"""One node at a time, for incremental passes (ACDC): every destination's unmasked input from
+node outputs (:func:`destination_inputs`) and one node's output from its own inputs
+(:func:`node_output`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from cbench.errors import GraphError
+from cbench.graph import Graph
+from cbench.runtime.layers import future_mask, mlp, unembed
+from cbench.runtime.weights import slot_bias_stack
+
+if TYPE_CHECKING:
+    from cbench.runtime.circuit_runtime import CircuitRuntime
+
+
+def destination_inputs(rt: CircuitRuntime, acts: torch.Tensor) -> torch.Tensor:
+    """The input of every destination ``[n_backward, B, P, D]`` when every edge is kept, from
+    node outputs ``acts [n_forward, B, P, D]``: the sum of its sources plus its constant bias."""
+    bias = slot_bias_stack(rt)
+    F, K = acts.shape[0], rt.n_backward
+    bias = bias.view((K,) + (1,) * (acts.dim() - 2) + (-1,))
+    last = rt._prefix_sources
+    if last is not None:  # running sums, then each destination's prefix
+        run = torch.empty_like(acts)
+        run[0] = acts[0]
+        for f in range(1, F):
+            torch.add(run[f - 1], acts[f], out=run[f])
+        return run.index_select(0, last).add_(bias)
+    out = torch.mm(rt._real.t(), acts.reshape(F, -1)).view((K,) + tuple(acts.shape[1:]))
+    return out.add_(bias)
+
+
+def node_output(rt: CircuitRuntime, node: str, x) -> torch.Tensor:
+    """The output of one node from its own (already summed) inputs, for incremental passes:
+    a head takes ``x = (q_in, k_in, v_in)``, each ``[..., P, D]`` with leading dimensions that
+    broadcast against each other (an input shared by every row is projected once), and gives
+    ``[..., P, D]``; an MLP takes ``[..., P, D]``; ``logits`` takes the final residual
+    ``[..., P, D]`` and gives the model outputs ``[..., P, d_vocab_out]``."""
+    n = rt.graph.node(node)
+    if n.kind == "head":
+        blk = rt.model.blocks[n.layer]
+        attn, h = blk.attn, n.head
+        q_in, k_in, v_in = x
+        q = blk.ln1(q_in) @ attn.W_Q[h] + attn.b_Q[h]
+        k = blk.ln1(k_in) @ attn.W_K[h] + attn.b_K[h]
+        v = blk.ln1(v_in) @ attn.W_V[h] + attn.b_V[h]
+        scores = q @ k.transpose(-1, -2) / attn.attn_scale
+        P = scores.shape[-1]
+        if rt.causal:
+            scores = scores.masked_fill(future_mask(rt, P, scores.device), float(attn.IGNORE))
+        # every row keeps at least its own position, so no row is all-masked (no NaN to clear)
+        if P < 8:  # the fused kernel is slow on very short rows; same values to float rounding
+            e = (scores - scores.amax(-1, keepdim=True)).exp_()
+            pattern = e / e.sum(-1, keepdim=True)
+        else:
+            pattern = torch.softmax(scores, dim=-1)
+        return (pattern @ v) @ attn.W_O[h]
+    if n.kind == "mlp":
+        module = rt.model.blocks[n.layer].mlp
+        if type(module).__name__ == "MLP" and not rt.cfg.is_layer_norm_activation():
+            # TransformerLens's MLP without its hook points (the same products)
+            xin = rt.model.blocks[n.layer].ln2(x)
+            shape = xin.shape
+            pre = torch.addmm(module.b_in, xin.reshape(-1, shape[-1]), module.W_in)
+            out = torch.addmm(module.b_out, module.act_fn(pre), module.W_out)
+            return out.view(*shape[:-1], out.shape[-1])
+        return mlp(rt, n.layer, x)
+    if n.kind == "logits":
+        return unembed(rt, x)
+    raise GraphError(f"node {node!r} has no inputs")
+
+
+def source_prefix_ends(graph: Graph, device) -> torch.Tensor | None:
+    """Per destination, the index of its last source when every destination ``k`` reads sources
+    0..n_k-1 (a prefix of the forward order, as in the models here), else None."""
+    real = np.asarray(graph.real_edge_matrix, dtype=bool)
+    counts = real.sum(0)
+    prefix = all(real[:c, k].all() for k, c in enumerate(counts)) and bool((counts > 0).all())
+    return torch.as_tensor(counts - 1, device=device) if prefix else None

@@ -1,0 +1,101 @@
+"""The model's layers as the passes call them: embedding, attention on per-head inputs, MLP,
+unembedding (with the final layer norm) and the causal mask."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from cbench.runtime.circuit_runtime import CircuitRuntime
+
+
+def embed(rt: CircuitRuntime, tokens: torch.Tensor) -> torch.Tensor:
+    """The ``input`` node's output: token embedding + positional embedding ``[B, P, D]``."""
+    m = rt.model
+    return m.embed(tokens) + m.pos_embed(tokens)
+
+
+def attention(rt: CircuitRuntime, layer: int, x: torch.Tensor, tl_order: bool = False,
+              heads: torch.Tensor | None = None) -> torch.Tensor:
+    """Heads of ``layer`` on per-head inputs ``x[B, P, 3H, D]`` (q inputs, k inputs, v inputs,
+    already summed, before ln1); returns per-head results ``[H, B, P, D]`` without b_O
+    (``tl_order``: ``[B, P, H, D]`` computed exactly as TransformerLens does). ``heads``:
+    only these head indices (x then holds their q, k, v inputs)."""
+    blk = rt.model.blocks[layer]
+    attn = blk.attn
+    W_Q, W_K, W_V, W_O = attn.W_Q, attn.W_K, attn.W_V, attn.W_O
+    b_Q, b_K, b_V = attn.b_Q, attn.b_K, attn.b_V
+    if heads is not None:
+        W_Q, W_K, W_V, W_O = W_Q[heads], W_K[heads], W_V[heads], W_O[heads]
+        b_Q, b_K, b_V = b_Q[heads], b_K[heads], b_V[heads]
+    H = W_Q.shape[0]
+    x = blk.ln1(x)
+    q_in, k_in, v_in = x[:, :, :H], x[:, :, H:2 * H], x[:, :, 2 * H:3 * H]
+    q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
+    k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
+    v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V
+    scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale  # [B, H, Q, K]
+    if rt.causal:
+        P = scores.shape[-1]
+        keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
+        scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
+    pattern = torch.softmax(scores, dim=-1)
+    pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
+    z = pattern @ v.permute(0, 2, 1, 3)  # [B, H, P, d_head]
+    if tl_order:  # TransformerLens's exact arithmetic for hook_result: [B, P, H, D]
+        z = z.permute(0, 2, 1, 3)
+        return (z[..., None] * W_O[None, None]).sum(-2)
+    return torch.einsum("bhpe,hed->hbpd", z, W_O)
+
+
+def mlp(rt: CircuitRuntime, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """MLP ``layer``'s output (``hook_mlp_out``, with b_out) from its input before ln2."""
+    blk = rt.model.blocks[layer]
+    return blk.mlp(blk.ln2(x))
+
+
+def add_mlp(rt: CircuitRuntime, layer: int, resid: torch.Tensor, attn_out: torch.Tensor,
+            outputs: list) -> torch.Tensor:
+    """The residual after layer ``layer`` from its input ``resid`` and attention output: with an
+    MLP, its output is added (and appended to ``outputs`` as ``[1, ...]``)."""
+    if not rt.has_mlp:
+        return resid + attn_out
+    mlp_out = mlp(rt, layer, resid if rt.parallel else resid + attn_out)
+    outputs.append(mlp_out[None])
+    return resid + attn_out + mlp_out
+
+
+def unembed(rt: CircuitRuntime, x: torch.Tensor) -> torch.Tensor:
+    """The model outputs from the final residual (``ln_final``, then the unembedding)."""
+    m = rt.model
+    ln = getattr(m, "ln_final", None)
+    if ln is not None:
+        x = ln(x)
+    return m.unembed(x)
+
+
+def unembed_fn(rt: CircuitRuntime) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``logits``' output from the final residual, as :func:`unembed` computes it, with the
+    module calls resolved once (for callers that run it many times; with live weights
+    :func:`unembed` itself)."""
+    m = rt.model
+    ln = getattr(m, "ln_final", None)
+    if rt.live_weights or (ln is not None and not isinstance(ln, torch.nn.Identity)):
+        return partial(unembed, rt)
+    if type(m.unembed).__name__ == "Unembed" and type(m.unembed).forward.__module__.startswith("transformer_lens"):
+        W, b = m.unembed.W_U.T.contiguous(), m.unembed.b_U
+        return lambda x: torch.nn.functional.linear(x, W, b)
+    return partial(unembed, rt)
+
+
+def future_mask(rt: CircuitRuntime, P: int, device) -> torch.Tensor:
+    """``[P, P]`` bool, True above the diagonal (the positions a causal head cannot see)."""
+    cache = rt._future_cache
+    key = (P, str(device))
+    if key not in cache:
+        with torch.inference_mode(False):  # usable by autograd passes later too
+            cache[key] = torch.ones(P, P, dtype=torch.bool, device=device).triu(1)
+    return cache[key]

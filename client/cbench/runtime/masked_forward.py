@@ -1,0 +1,280 @@
+"""Edge-masked runs: :func:`run` (validates the masks and picks the pass), :func:`run_masks`
+(many masks on the same inputs in one batch), :func:`edge_mask_gradient`, and the masked pass
+itself, where every destination's input is one einsum over the (forward x backward) mask
+matrix (see the package docstring)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import torch
+
+from cbench.runtime.ablations import ablated_outputs
+from cbench.runtime.layers import attention, embed, mlp, unembed
+from cbench.runtime.masks import edge_mask_tensor, interpolate_input, mask_matrix, node_mask_tensor, tokens_tensor
+from cbench.runtime.residual_pass import forward_resid
+from cbench.runtime.run_result import RunResult
+from cbench.runtime.weights import current_biases
+
+if TYPE_CHECKING:
+    from cbench.runtime.circuit_runtime import CircuitRuntime
+
+
+def run(rt: CircuitRuntime, base, source=None, edge_mask=None, node_mask=None, ablation: str = "resample",
+        reference=None, positional: bool = True, ablated: torch.Tensor | None = None,
+        input_probe: bool = False, keep_acts: bool = False,
+        input_interpolation: float | torch.Tensor | None = None) -> RunResult:
+    """Outputs with each edge's contribution taken from this run where the mask is 1 and from
+    the ablation where it is 0 (see the package docstring). Gradients flow to float masks.
+
+    ``input_interpolation`` (alpha, scalar or ``[B]``): replace the ``input`` node's output
+    by ``ablated + alpha * (clean - ablated)`` before anything reads it (EAP-IG-inputs).
+    """
+    tokens = tokens_tensor(rt, base)
+    B = tokens.shape[0]
+    em = edge_mask_tensor(rt, edge_mask, B)
+    nm = node_mask_tensor(rt, node_mask, B)
+    # an all-ones mask without gradient is no patch: take the exact unpatched path
+    if em is not None and not em.requires_grad and bool((em == 1).all()):
+        em = None
+    if nm is not None and not nm.requires_grad and bool((nm == 1).all()):
+        nm = None
+    if input_interpolation is not None:  # = a node mask on ``input``
+        nm = interpolate_input(rt, nm, input_interpolation)
+    if em is not None or nm is not None:
+        if ablated is None:
+            ablated = ablated_outputs(rt, tokens, source, ablation, reference, positional)
+        ablated = ablated.to(rt.dtype)
+    else:
+        ablated = None
+    if em is None:  # node masks only: the residual-stream pass
+        return forward_resid(rt, tokens, nm, ablated, input_probe=input_probe, keep_acts=keep_acts)
+    M = mask_matrix(rt, em, nm)
+    return masked_pass(rt, tokens, M, ablated, input_probe=input_probe, keep_acts=keep_acts)
+
+
+def run_masks(rt: CircuitRuntime, base, edge_masks, source=None, ablation: str = "resample", reference=None,
+              positional: bool = True, ablated: torch.Tensor | None = None, node_masks=None,
+              chunk_size: int | None = None, start_slot: int | None = None,
+              prefix: torch.Tensor | None = None) -> torch.Tensor:
+    """Outputs ``[M, B, P, V]`` for ``M`` edge masks ``[M, n_edges]`` on the same inputs, run
+    as batches of (mask x example) rows; ``node_masks`` optional ``[M, n_forward]``.
+
+    ``start_slot`` + ``prefix`` (node outputs ``[F, B, P, D]`` of a run whose nodes before
+    that backward slot are what every mask would compute, e.g. the clean run when the masks
+    differ only in edges into that slot or later ones): skip recomputing those nodes."""
+    tokens = tokens_tensor(rt, base)
+    B, P = tokens.shape
+    masks = edge_mask_tensor(rt, edge_masks)
+    if masks.dim() == 1:
+        masks = masks[None]
+    n_masks = masks.shape[0]
+    if node_masks is not None:
+        node_masks = node_mask_tensor(rt, node_masks)
+        if node_masks.dim() == 1:
+            node_masks = node_masks[None].expand(n_masks, -1)
+    if ablated is None:
+        ablated = ablated_outputs(rt, tokens, source, ablation, reference, positional)
+    if chunk_size is None:
+        chunk_size = max(1, 4096 // max(B, 1))
+    outs = []
+    for start in range(0, n_masks, chunk_size):
+        mk = masks[start:start + chunk_size]
+        c = mk.shape[0]
+        nm = None if node_masks is None else node_masks[start:start + chunk_size]
+        M = mask_matrix(rt, mk, nm)
+        if M.dim() == 2:
+            M = M[None]
+        tok = tokens.repeat(c, 1)  # rows: mask-major, then example
+        out = masked_pass(rt, tok, M, ablated, start_slot=start_slot, prefix=prefix).output
+        outs.append(out.reshape(c, B, P, -1))
+    return torch.cat(outs, 0)
+
+
+def edge_mask_gradient(rt: CircuitRuntime, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
+                       edge_mask=None, node_mask=None, ablation: str = "resample", reference=None,
+                       positional: bool = True, ablated: torch.Tensor | None = None):
+    """``(d metric / d edge_mask [n_edges], metric value)`` at ``edge_mask`` (default all ones).
+
+    ``metric_fn(outputs) -> scalar`` (e.g. a mean loss). At the all-ones mask this is the EAP
+    score with the opposite sign: sum over examples and positions of
+    ``(a_src - a'_src) . d metric / d input[dst]``.
+    """
+    em = edge_mask_tensor(rt, edge_mask) if edge_mask is not None else torch.ones(rt.n_edges, dtype=rt.dtype, device=rt.device)
+    em = em.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        res = run(rt, base, source, em, node_mask, ablation, reference, positional, ablated)
+        value = metric_fn(res.output)
+        (grad,) = torch.autograd.grad(value, em)
+    return grad, float(value.detach())
+
+
+def masked_pass(rt: CircuitRuntime, tokens, M, ablated, input_probe=False, keep_acts=False,
+                start_slot: int | None = None, prefix: torch.Tensor | None = None) -> RunResult:
+    """The masked pass. ``M``: [F, K] or [C, F, K] (row c for examples c*B/C ... ).
+    ``ablated``: [F, B|B/C|1, P|1, D]. With ``start_slot``/``prefix`` ([n_prefix, B/C, P, D],
+    the outputs of the nodes before that slot, shared by all C groups) the pass starts there."""
+    if M is None and not input_probe and start_slot is None:
+        return forward_resid(rt, tokens, None, None, keep_acts=keep_acts)
+    B, P = tokens.shape
+    L, H = rt.n_layers, rt.n_heads
+    D = rt.d_model
+    F = rt.n_forward
+    C = M.shape[0] if (M is not None and M.dim() == 3) else 1
+    n = B // C
+    grouped = M is not None and M.dim() == 3
+    abl = None
+    if ablated is not None:
+        if ablated.shape[1] == B and grouped and C > 1:
+            abl = ablated.expand(-1, -1, P, -1).reshape(F, C, n, P, D)
+        else:
+            abl = ablated.expand(-1, n if grouped else B, P, -1)
+    W = None if M is None else (1.0 - M) * rt._real
+    biases = current_biases(rt)
+
+    if start_slot is None:
+        layer0, part0, n_prefix = 0, "attn", 1
+        shared = None
+        chunks = [embed(rt, tokens)[None]]
+    else:
+        layer0, part0, n_prefix = start_of_slot(rt, start_slot)
+        shared = prefix[:n_prefix]  # [n_prefix, n, P, D], the same for every group
+        chunks = []
+    probe = None
+    if input_probe:
+        probe = torch.zeros(rt.n_backward, B, P, D, dtype=rt.dtype, device=rt.device, requires_grad=True)
+
+    def mix(Mpart, acts, per_group: bool):
+        """sum_f Mpart[.., f, k] * acts[f] -> [B, P, k, D]."""
+        k = Mpart.shape[-1]
+        if Mpart.dim() == 2:
+            if acts.shape[1] != B:  # shared prefix without groups
+                acts = acts.expand(-1, B, -1, -1)
+            return torch.einsum("fk,fbpd->bpkd", Mpart, acts)
+        if per_group:
+            a = acts.reshape(acts.shape[0], C, n, P, D)
+            return torch.einsum("cfk,fcnpd->cnpkd", Mpart, a).reshape(B, P, k, D)
+        return torch.einsum("cfk,fnpd->cnpkd", Mpart, acts).reshape(B, P, k, D)
+
+    # Batches of masks that differ from their first row in few places (ACDC candidates,
+    # activation patching): the shared part of every input is computed once per example
+    # and only the differing columns per mask row.
+    lowrank = grouped and C > 1 and abl is not None and abl.dim() == 4 and probe is None
+    if lowrank:
+        M0 = M[0]
+        DM = M - M0
+        W0 = (1.0 - M0) * rt._real
+        diff_cols = (DM != 0).any(0).any(0)  # [K]
+
+    def ncols(cols) -> int:
+        return cols.stop - cols.start if isinstance(cols, slice) else int(cols.numel())
+
+    def gather_lowrank(cols, n_src: int) -> torch.Tensor:
+        k = ncols(cols)
+        n_sh = 0 if shared is None else shared.shape[0]
+        x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
+        if shared is not None:
+            x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
+        x = x[None]  # [1, n, P, k, D]
+        own = (torch.cat(chunks, 0) if len(chunks) > 1 else chunks[0])[: n_src - n_sh] if chunks else None
+        if own is not None and own.shape[0]:
+            a = own.reshape(own.shape[0], C, n, P, D)
+            x = x + torch.einsum("cfk,fcnpd->cnpkd", M[:, n_sh:n_src, cols], a)
+        else:
+            x = x.expand(C, -1, -1, -1, -1)
+        idx = torch.nonzero(diff_cols[cols]).flatten()
+        if idx.numel():
+            dm = DM[:, :, cols][:, :, idx]  # [C, F, j]
+            d = -torch.einsum("cfj,fnpd->cnpjd", dm, abl.expand(-1, n, -1, -1) * rt._one)
+            if shared is not None:
+                d = d + torch.einsum("cfj,fnpd->cnpjd", dm[:, :n_sh], shared)
+            x = x.index_add(3, idx, d)
+        return x.reshape(B, P, k, D)
+
+    def gather(cols, n_src: int) -> torch.Tensor:
+        """Inputs ``[B, P, k, D]`` of the destinations in ``cols`` (a slice or an index tensor)
+        from the first n_src nodes."""
+        if lowrank:
+            return gather_lowrank(cols, n_src)
+        k = ncols(cols)
+        n_sh = 0 if shared is None else shared.shape[0]
+        own = (torch.cat(chunks, 0) if len(chunks) > 1 else chunks[0])[: n_src - n_sh] if chunks else None
+        if M is None:
+            total = own.sum(0) if own is not None else 0.0
+            if shared is not None:
+                total = total + shared.sum(0).expand(B, P, D) if shared.shape[1] != B else total + shared.sum(0)
+            x = total[:, :, None, :].expand(B, P, k, D)
+        else:
+            Mc = M[..., :, cols]
+            x = 0.0
+            if shared is not None:
+                x = mix(Mc[..., :n_sh, :], shared, per_group=False)
+            if own is not None and own.shape[0]:
+                x = x + mix(Mc[..., n_sh:n_src, :], own, per_group=True)
+            if abl is not None:
+                Wc = W[..., :, cols]
+                if grouped and abl.dim() == 5:
+                    x = x + torch.einsum("cfk,fcnpd->cnpkd", Wc, abl).reshape(B, P, k, D)
+                else:
+                    x = x + mix(Wc, abl, per_group=False)
+        if probe is not None:
+            x = x + probe[cols].permute(1, 2, 0, 3)
+        return x
+
+    # Nodes whose outgoing edges are all masked to 0 in every row (and no gradient or
+    # activations are asked for) contribute nothing of their own: they are not computed.
+    alive = None
+    if M is not None and probe is None and not keep_acts and not M.requires_grad:
+        alive = (M != 0).any(-1)
+        if alive.dim() == 2:
+            alive = alive.any(0)
+        alive = alive.tolist()
+
+    for layer in range(layer0, L):
+        base_col = layer * rt.per_layer_bwd
+        n_src = 1 + layer * rt.per_layer_fwd
+        if not (layer == layer0 and part0 == "mlp"):
+            live = list(range(H)) if alive is None else [h for h in range(H) if alive[n_src + h]]
+            if len(live) == H:
+                x = gather(slice(base_col, base_col + 3 * H), n_src) + biases.attn[layer]
+                chunks.append(attention(rt, layer, x))  # [H, B, P, D]
+            else:
+                heads = torch.zeros(H, B, P, D, dtype=rt.dtype, device=rt.device)
+                if live:
+                    idx = torch.tensor(live, device=rt.device)
+                    cols = torch.cat([base_col + idx, base_col + H + idx, base_col + 2 * H + idx])
+                    x = gather(cols, n_src) + biases.attn[layer]
+                    heads = heads.index_copy(0, idx, attention(rt, layer, x, heads=idx))
+                chunks.append(heads)
+        if rt.has_mlp:
+            col = base_col + 3 * H
+            n_src_mlp = n_src if rt.parallel else n_src + H
+            f_mlp = 1 + layer * rt.per_layer_fwd + H
+            if alive is not None and not alive[f_mlp]:
+                chunks.append(torch.zeros(1, B, P, D, dtype=rt.dtype, device=rt.device))
+            else:
+                xm = gather(slice(col, col + 1), n_src_mlp)[:, :, 0] + biases.mlp[layer]
+                chunks.append(mlp(rt, layer, xm)[None])
+    col = L * rt.per_layer_bwd
+    xl = gather(slice(col, col + 1), F)[:, :, 0] + biases.logits
+    out = unembed(rt, xl)
+    acts = None
+    if keep_acts:
+        acts = torch.cat(chunks, 0)
+        if shared is not None:
+            sh = shared if shared.shape[1] == B else shared.repeat(1, C, 1, 1)
+            acts = torch.cat([sh, acts], 0)
+    return RunResult(out, acts, probe)
+
+
+def start_of_slot(rt: CircuitRuntime, slot: int) -> tuple[int, str, int]:
+    """(layer, part, n_prefix) where a pass that only changes inputs of backward ``slot`` and
+    later must start: part is ``attn``, ``mlp`` or ``logits``; n_prefix nodes come before."""
+    node, _qkv = rt.graph.backward_slots[slot]
+    n = rt.graph.node(node)
+    if n.kind == "logits":
+        return rt.n_layers, "logits", rt.n_forward
+    base = 1 + n.layer * rt.per_layer_fwd
+    if n.kind == "head":
+        return n.layer, "attn", base
+    return n.layer, "mlp", base if rt.parallel else base + rt.n_heads
