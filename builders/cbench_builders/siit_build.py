@@ -27,7 +27,7 @@ import torch
 import cbench
 from cbench.errors import BuildError, UsageError
 from cbench.labels import NONE_LABEL
-from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_EDGE_METRIC, MIN_ORACLE_AUROC
+from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
 
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
@@ -238,7 +238,8 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
             "release_gates": {"min_iia": RELEASE_MIN_IIA, "min_siia": RELEASE_MIN_SIIA,
                               "max_out_of_circuit_resample_effect": RELEASE_MAX_OUT_EFFECT,
                               "max_complement_edge_effect": MAX_COMPLEMENT_EFFECT,
-                              "min_edge_changed": MIN_EDGE_CHANGED, "min_edge_metric": MIN_EDGE_METRIC,
+                              "min_edge_changed": MIN_EDGE_CHANGED,
+                              "min_edge_score": "above every edge outside the ground truth",
                               "min_oracle_edge_auroc": MIN_ORACLE_AUROC},
             "gates": report.summary(), "edge_signals": [asdict(e) for e in report.edges],
             "validation": {"n_pairs": sum(len(b) for b, _ in pairs), "min_siia_node": m["min_siia_node"],
