@@ -82,6 +82,34 @@ def render(rows: list[dict], note: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gates_table(metas: list[dict]) -> str:
+    """Zoo v2's per-case table: node gates, edge gates, oracle AUROC (the worse of the pair sets),
+    marked no-signal edges and architecture deviations, from the artifacts' meta.json."""
+    def worst(g: dict, key: str):
+        row = g.get(key) or {}
+        vals = [v for k, v in row.items() if k.startswith(("validation", "fresh", "all"))]
+        if not vals:
+            return None
+        return min(vals) if row.get("op") == ">=" else max(vals)
+
+    lines = ["| case | d_model / d_head | accuracy | IIA | SIIA | max out-of-circuit node effect | complement edge effect "
+             "| oracle edge AUROC | edges (no signal) | deviation | gates |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in sorted(metas, key=lambda m: int(m["case"])):
+        g = m.get("gates") or {}
+        signals = m.get("edge_signals") or []
+        marked = [e["edge"] for e in signals if not e["signal"]]
+        tr = m.get("training") or {}
+        dev = tr.get("architecture_deviation") or tr.get("deviation")
+        lines.append(
+            f"| {m['case']} | {m.get('_d_model', '?')} / {m.get('_d_head', '?')} | {_f(worst(g, 'accuracy'), '.4f')} "
+            f"| {_f(worst(g, 'iia'), '.4f')} | {_f(worst(g, 'siia'), '.4f')} "
+            f"| {_f(worst(g, 'max_out_of_circuit_node_effect'), '.4f')} | {_f(worst(g, 'complement_edge_effect'), '.4f')} "
+            f"| {_f(worst(g, 'oracle_edge_auroc'), '.4f')} | {len(signals)} ({', '.join(f'`{e}`' for e in marked) or 'none'}) "
+            f"| {(dev.get('reason', dev) if isinstance(dev, dict) else dev) if dev else 'none'} | {'pass' if all(r.get('passed') for r in g.values()) else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["build/siit", "build/siit-failed"],
@@ -90,7 +118,18 @@ def main(argv=None) -> int:
     ap.add_argument("--tracr-dir", default="build/tracr")
     ap.add_argument("--iit", action="store_true", help="with --train: IIT instead of SIIT")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
+    ap.add_argument("--gates", action="store_true", help="print the release-gates table of the SIIT models instead")
     args = ap.parse_args(argv)
+    if args.gates:
+        metas = []
+        for d in args.models:
+            for meta_path in sorted(Path(d).glob("case-*/meta.json")):
+                meta = json.loads(meta_path.read_text())
+                cfg = json.loads((meta_path.parent / "config.json").read_text())
+                meta["_d_model"], meta["_d_head"] = cfg["d_model"], cfg["d_head"]
+                metas.append(meta)
+        sys.stdout.write(gates_table(metas))
+        return 0
     rows = []
     if args.train:
         from cbench_builders.siit_build import train_case

@@ -229,6 +229,8 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
         })
         if low_level.get("deviation"):
             training["architecture_deviation"] = low_level["deviation"]
+        if (spec.training or {}).get("deviation"):  # a case trained otherwise than the main cases, and why
+            training["deviation"] = spec.training["deviation"]
         new_meta = dict(base_meta)
         new_meta.update({
             "model_kind": kind, "seed": cfg.seed, "training": training, "metrics": metrics,
@@ -280,17 +282,15 @@ def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
 
 
 def _pair_sets(pairs, meta: dict, seed: int) -> dict:
-    """The validation pairs as TaskData (one set per length) and as many freshly sampled pairs."""
+    """The validation pairs as TaskData (one bucket per length) and as many freshly sampled pairs."""
     from cbench.task_data import TaskData, sample_pairs
 
-    sets = {}
+    buckets = []
     for base, source in pairs:
         valid = torch.ones(base.shape, dtype=torch.bool)
         valid[:, 0] = False
-        key = "validation" if len(pairs) == 1 else f"validation-len{base.shape[1] - 1}"
-        sets[key] = TaskData(base, source, None, valid, meta["task_type"], split="validation")
-    sets["fresh"] = sample_pairs(meta, sum(len(b) for b, _ in pairs), seed=seed)
-    return sets
+        buckets.append(TaskData(base, source, None, valid, meta["task_type"], split="validation"))
+    return {"validation": buckets, "fresh": sample_pairs(meta, sum(len(b) for b, _ in pairs), seed=seed)}
 
 
 def _architecture_note(low_level: dict) -> str:

@@ -313,8 +313,10 @@ def _gate(name: str, pairs: str, value: float, detail: str = "") -> Gate:
 
 
 def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping | None, tracr_model,
-                 pair_sets: Mapping[str, TaskData], oracle_pairs: int = 300) -> VerifyReport:
-    """Every gate that applies to the model's kind on every pair set (see the module doc)."""
+                 pair_sets: Mapping[str, TaskData | Sequence[TaskData]], oracle_pairs: int = 300) -> VerifyReport:
+    """Every gate that applies to the model's kind on every pair set (see the module doc). A pair
+    set may be a list of buckets (one per length, for bidirectional models whose inputs cannot be
+    padded): each gate is then the buckets' weighted mean."""
     kind = str(meta.get("model_kind"))
     task_type = str(meta["task_type"])
     gates: list[Gate] = []
@@ -324,20 +326,34 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
     circuit_nodes = {n for n in circuit.get("nodes", []) if n not in ("input", "logits")}
     marked = {e for e, v in (circuit.get("edge_signal") or {}).items() if not v.get("signal", True)}
     truth = set(circuit.get("edges", []))
-    for pairs, data in pair_sets.items():
-        if kind in ("siit", "iit"):
-            if hl is None or correspondence is None:
-                raise UsageError(f"case {meta.get('case')}: a {kind} model needs its tracr/ model and "
-                                 "correspondence.json to be verified")
-            gates += node_gates(model, hl, correspondence, circuit_nodes, data, kind, pairs)
-        if kind in ("siit", "tracr"):
-            eg, pe = edge_gates(model, circuit, data, pairs)
-            gates += eg
-            for e, v in pe.items():
-                per_edge.setdefault(e, []).append(v)
-            oracle[pairs] = oracle_scores(model, data.subset(oracle_pairs))
+    for pairs, buckets in pair_sets.items():
+        buckets = [buckets] if isinstance(buckets, TaskData) else list(buckets)
+        w = np.array([b.n_examples for b in buckets], dtype=np.float64)
+        w /= w.sum()
+        set_gates: list[list[Gate]] = []
+        set_edges: list[dict[str, float]] = []
+        set_oracle: list[dict[str, float]] = []
+        for data in buckets:  # one bucket per length where inputs of several lengths cannot be padded
+            bg: list[Gate] = []
+            if kind in ("siit", "iit"):
+                if hl is None or correspondence is None:
+                    raise UsageError(f"case {meta.get('case')}: a {kind} model needs its tracr/ model and "
+                                     "correspondence.json to be verified")
+                bg += node_gates(model, hl, correspondence, circuit_nodes, data, kind, pairs)
+            if kind in ("siit", "tracr"):
+                eg, pe = edge_gates(model, circuit, data, pairs)
+                bg += eg
+                set_edges.append(pe)
+                set_oracle.append(oracle_scores(model, data.subset(max(1, round(oracle_pairs * len(buckets) ** -1)))))
+            set_gates.append(bg)
+        gates += _combine_gates(set_gates, w)
+        if set_edges:
+            for e in set_edges[0]:
+                per_edge.setdefault(e, []).append(float(sum(wi * pe[e] for wi, pe in zip(w, set_edges))))
+            oracle[pairs] = {n: float(sum(wi * sc[n] for wi, sc in zip(w, set_oracle))) for n in set_oracle[0]}
     edges: list[EdgeSignal] = []
     first = next(iter(pair_sets.values()))
+    first = first if isinstance(first, TaskData) else first[0]
     floors = {p: max((v for n, v in sc.items() if n not in truth), default=0.0) for p, sc in oracle.items()}
     for e in sorted(per_edge):
         changed = max(per_edge[e])
@@ -354,7 +370,23 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
     for pairs, scores in oracle.items():
         gates.append(oracle_gate(scores, circuit, pairs, no_signal))
     return VerifyReport(str(meta.get("case")), kind, gates, edges,
-                        {p: d.n_examples for p, d in pair_sets.items()})
+                        {p: (d.n_examples if isinstance(d, TaskData) else sum(b.n_examples for b in d))
+                         for p, d in pair_sets.items()})
+
+
+def _combine_gates(per_bucket: list[list[Gate]], weights: np.ndarray) -> list[Gate]:
+    """One gate per name over a pair set's buckets: values averaged with the buckets' weights (for
+    the largest out-of-circuit node effect, the weighted mean of each bucket's largest, which is
+    at least the largest weighted mean); the detail of the worst bucket."""
+    if len(per_bucket) == 1:
+        return per_bucket[0]
+    out = []
+    for i, g0 in enumerate(per_bucket[0]):
+        rows = [b[i] for b in per_bucket]
+        value = float(sum(w * g.value for w, g in zip(weights, rows)))
+        worst = min(rows, key=lambda g: g.value) if g0.op == ">=" else max(rows, key=lambda g: g.value)
+        out.append(_gate(g0.name, g0.pairs, value, detail=worst.detail))
+    return out
 
 
 def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dataset: bool = True,
