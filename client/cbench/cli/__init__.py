@@ -34,6 +34,8 @@ COMMANDS = {
     "adversarial": "cbench.cli.scoring_cmds:adversarial",
     "bench": "cbench.cli.scoring_cmds:bench",
     "demo": "cbench.cli.demo_cmd:demo",
+    # FIND function interpretation (issue 22)
+    "find": "cbench.cli.find_cmds:find",
 }
 
 
