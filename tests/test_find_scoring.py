@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,6 +151,11 @@ def test_submission_files_are_validated(tmp_path):
     p = tmp_path / "s.jsonl"
     p.write_text('{"id": "n0000", "code": "def f(x):\\n    return x\\n"}\n\n{"id": "s0001", "code": "def f(x): return x"}\n')
     assert len(read_submission(p)["entries"]) == 2
+    example = Path(__file__).resolve().parents[1] / "schemas/examples/find-submission/valid-three-entries.json"
+    assert [e["id"] for e in read_submission(example)["entries"]] == ["n0001", "n0002", "s0000"]
+    p.write_text("")
+    with pytest.raises(SchemaError, match="must not be empty|at least 1"):
+        read_submission(p)
     p.write_text('{"id": "n0000"}\n')
     with pytest.raises(SchemaError, match="missing required field 'code'"):
         read_submission(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -106,3 +107,37 @@ def test_bad_sizes_are_a_usage_error(tmp_path):
 
     with pytest.raises(UsageError):
         B.build_suite(tmp_path, n_numeric=0, n_strings=0)
+
+
+ZOO_FIND = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "datasets" / "cbench" / "find" / "v1.0.0"
+
+
+def test_the_release_is_in_the_zoo_and_pull_find_means_cbench_find():
+    from cbench.find.suite import FindSuite
+    from cbench.pull import candidates
+
+    assert candidates("find", "dataset") == ["cbench/find"]
+    index = json.loads((ZOO_FIND.parents[1] / ".." / ".." / "index.json").resolve().read_text())
+    entry = next(d for d in index["datasets"] if d["repo"] == "cbench/find")
+    assert entry["configs"] == ["numeric", "strings"]
+    files = entry["versions"][0]["files"]
+    assert set(files) == {"README.md", "numeric/mlp.safetensors", "numeric/test-00000-of-00001.parquet",
+                          "strings/test-00000-of-00001.parquet"}
+    for rel, sha in files.items():
+        assert hashlib.sha256((ZOO_FIND / rel).read_bytes()).hexdigest() == sha
+    assert sum((ZOO_FIND / rel).stat().st_size for rel in files) < 2_000_000
+    suite = FindSuite.load(ZOO_FIND)
+    assert len(suite.ids("numeric")) == 1000 and len(suite.ids("strings")) == 1000
+
+
+@pytest.mark.slow
+def test_cbench_pull_find_from_a_fresh_home(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CBENCH_HOME=str(tmp_path / "home"))
+    proc = subprocess.run([sys.executable, "-m", "cbench.cli", "pull", "find", "--type", "dataset"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "cbench/find v1.0.0" in proc.stdout

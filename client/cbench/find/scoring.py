@@ -41,25 +41,21 @@ def read_submission(path: str | os.PathLike) -> dict:
     if not path.is_file():
         raise UsageError(f"{path}: no such submissions file")
     text = path.read_text(encoding="utf-8", errors="replace")
-    doc = None
-    stripped = text.strip()
-    if stripped.startswith("{") and "\n" not in stripped:
-        one = _loads(stripped, path, 1)
-        doc = one if isinstance(one, dict) and "schema" in one else None
-    elif stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            one = json.loads(stripped)
-            doc = one if isinstance(one, dict) and "schema" in one else None
-        except ValueError:
-            doc = None
-    if doc is None:
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict) and "schema" in whole:
+        doc = whole
+    else:
         entries = [_loads(line, path, i) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
         doc = {"schema": "cbench/find-submission/v1", "entries": entries}
     problems = validate(doc, "find-submission")
     if problems:
         raise SchemaError(f"{path}: not a valid FIND submission", [str(p) for p in problems])
-    ids = [e["id"] for e in doc["entries"]]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
+    from collections import Counter
+
+    dup = sorted(i for i, n in Counter(e["id"] for e in doc["entries"]).items() if n > 1)
     if dup:
         raise UsageError(f"{path}: function(s) submitted more than once: {', '.join(dup[:10])}")
     return doc
