@@ -86,3 +86,27 @@ def test_the_sandbox_sees_no_environment_or_working_directory():
     out = run_submissions([{"key": "e", "kind": "numeric", "code": code}], [0.0], LIMITS)["e"]
     assert out.ok and out.outputs[0] % 1000 == 1  # an empty temporary working directory
     assert out.outputs[0] // 1000 <= 8  # only the few variables the sandbox sets
+
+
+def test_an_entry_that_kills_itself_fails_alone_and_the_others_still_run():
+    code = ("import signal\n\ndef f(x):\n    signal.raise_signal(signal.SIGKILL)\n    return x\n")
+    entries = [{"key": "before", "kind": "numeric", "code": "def f(x):\n    return x\n"},
+               {"key": "killer", "kind": "numeric", "code": code},
+               {"key": "after", "kind": "numeric", "code": "def f(x):\n    return -x\n"}]
+    out = run_submissions(entries, [1.0], LIMITS)
+    assert out["before"].ok and out["after"].ok and out["after"].outputs == [-1.0]
+    assert not out["killer"].ok and out["killer"].reason == "crashed with signal SIGKILL"
+
+
+def test_killing_the_supervisor_is_refused():
+    code = "import os\n\ndef f(x):\n    os.kill(os.getppid(), 9)\n    return x\n"
+    out = run_submissions([{"key": "k", "kind": "numeric", "code": code}], [1.0], LIMITS)["k"]
+    assert not out.ok and "tried to send a signal" in out.reason
+
+
+def test_ignoring_sigxcpu_does_not_escape_the_cpu_limit():
+    code = ("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n\n"
+            "def f(x):\n    while True:\n        pass\n")
+    out = run_submissions([{"key": "spin", "kind": "numeric", "code": code}], [0.0],
+                          Limits(wall_s=60.0, cpu_s=1))["spin"]
+    assert not out.ok and out.reason == "used more than 1 s of CPU time (stopped)"

@@ -167,10 +167,11 @@ def _child(entry, numeric_inputs, limits, wfd):
     os.closerange(4, 65536)
     cpu = int(limits["cpu_s"])
     mem = int(limits["memory_mb"]) * 1024 * 1024
-    for lim, val in ((resource.RLIMIT_NOFILE, 4), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, 0),
-                     (resource.RLIMIT_NPROC, 0), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_AS, mem)):
+    for lim, soft, hard in ((resource.RLIMIT_NOFILE, 4, 4), (resource.RLIMIT_CPU, cpu, cpu + 1),
+                            (resource.RLIMIT_FSIZE, 0, 0), (resource.RLIMIT_NPROC, 0, 0), (resource.RLIMIT_CORE, 0, 0),
+                            (resource.RLIMIT_AS, mem, mem)):
         try:
-            resource.setrlimit(lim, (val, val))
+            resource.setrlimit(lim, (soft, hard))
         except (ValueError, OSError):
             pass
     try:
@@ -219,12 +220,12 @@ def _supervise(entry, numeric_inputs, limits):
         except ProcessLookupError:
             pass
     os.close(r)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     if reason:
         return {"ok": False, "reason": reason}
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= limits["cpu_s"]):
             return {"ok": False, "reason": f"used more than {limits['cpu_s']} s of CPU time (stopped)"}
         return {"ok": False, "reason": f"crashed with signal {signal.Signals(sig).name}"}
     try:

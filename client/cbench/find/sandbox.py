@@ -118,16 +118,21 @@ def _run_batch(entries: list[dict], numeric_inputs: list[float], limits: Limits)
 def run_submissions(entries: list[dict], numeric_inputs: list[float], limits: Limits = Limits(),
                     batch_size: int = 200) -> dict[str, Outcome]:
     """Run every entry (``{"key", "kind": "numeric"|"strings", "code", "inputs"?}``) and return
-    its outcome by key. Numeric entries are evaluated on ``numeric_inputs``. An entry whose
-    supervisor died before answering is run again alone; if that fails too it is a failure."""
+    its outcome by key. Numeric entries are evaluated on ``numeric_inputs``. Entries run in
+    order and answers stream back, so if a supervisor dies the first unanswered entry is the
+    one it died on: that one is run again alone (a failure if it dies again), the rest go on
+    in a new supervisor."""
     results: dict[str, Outcome] = {}
     for start in range(0, len(entries), batch_size):
-        batch = entries[start:start + batch_size]
-        got = _run_batch(batch, numeric_inputs, limits)
-        results.update(got)
-        for e in batch:
-            if e["key"] not in results:
-                alone = _run_batch([e], numeric_inputs, limits)
-                results[e["key"]] = alone.get(e["key"]) or Outcome(
-                    key=e["key"], ok=False, reason="the sandbox process died while running this code")
+        pending = entries[start:start + batch_size]
+        while pending:
+            results.update(_run_batch(pending, numeric_inputs, limits))
+            missing = [e for e in pending if e["key"] not in results]
+            if not missing:
+                break
+            first = missing[0]
+            alone = _run_batch([first], numeric_inputs, limits)
+            results[first["key"]] = alone.get(first["key"]) or Outcome(
+                key=first["key"], ok=False, reason="the sandbox process died while running this code")
+            pending = missing[1:]
     return results
