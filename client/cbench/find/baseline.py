@@ -300,6 +300,51 @@ def _runs(flags: np.ndarray, max_gap: int = 2) -> list[tuple[int, int]]:
     return runs
 
 
+def _interval_of_run(x: np.ndarray, a: int, b: int) -> list:
+    lo = None if a == 0 else float(x[a] - 0.25)
+    hi = None if b == len(x) - 1 else float(x[b] + 0.25)
+    return [lo, hi]
+
+
+def _noise_only_on_an_interval(x, Y, mask):
+    """Corruption shows as per-call noise on one interval of an otherwise repeatable function:
+    the points whose repeated calls differ, when they form one run that is not everything."""
+    spread = np.where(mask, np.ptp(np.where(np.isfinite(Y), Y, 0.0), axis=0), 0.0)
+    scale = np.abs(np.where(mask, Y[0], 0.0)) + 1.0
+    varying = mask & (spread > 1e-9 * scale)  # repeated calls differ (beyond float rounding)
+    n_var = int(varying.sum())
+    if n_var < 4 or n_var > 0.97 * int(mask.sum()):
+        return None, None, None
+    runs = _runs(varying, max_gap=3)
+    a, b = max(runs, key=lambda ab: ab[1] - ab[0])
+    span = int(mask[a:b + 1].sum())
+    if int(varying[a:b + 1].sum()) < max(0.9 * n_var, 0.97 * span) or b - a + 1 < 4 or span > 0.97 * int(mask.sum()):
+        return None, None, None  # not one dense run of noise on part of the domain
+    inside = np.zeros_like(mask)
+    inside[a:b + 1] = True
+    return _interval_of_run(x, a, b), None, inside
+
+
+def _residual_interval(x, y, mask, sd, d, fit, jumps):
+    """A long run of large residuals on which the function is nearly constant: report it as
+    corrupted and refit without it."""
+    r = np.where(mask, y - fit.pred, 0.0)
+    scale = 1.4826 * float(np.median(np.abs(r[mask])))
+    thr = max(5 * scale, 4 * sd, 1e-6 * float(np.sqrt(np.mean(d.ym ** 2))), 1e-9)
+    runs = [(a, b) for a, b in _runs(mask & (np.abs(r) > thr)) if b - a + 1 >= 4]
+    if not runs:
+        return None, None, fit
+    a, b = max(runs, key=lambda ab: ab[1] - ab[0])
+    inside = np.zeros_like(mask)
+    inside[a:b + 1] = True
+    yr = y[inside & mask]
+    if not yr.size or float(np.std(yr)) >= 0.5 + 0.02 * abs(float(np.mean(yr))):
+        return None, None, fit
+    d2 = _Data(x, y, mask & ~inside, sd)
+    fit2 = _best(d2, [j for j in jumps if not (x[a] - 0.5 <= j <= x[b] + 0.5)])
+    return _interval_of_run(x, a, b), float(np.mean(yr)), fit2
+
+
 def interpret_numeric(box: Callable) -> dict:
     """A submission entry (``code``, ``interval``, ``description``, ``calls``) for one numeric function."""
     x = np.linspace(F.GRID_LO, F.GRID_HI, N_SAMPLES)
@@ -316,26 +361,17 @@ def interpret_numeric(box: Callable) -> dict:
     if not mask.any():
         return {"code": "def f(x):\n    return float('nan')\n", "interval": None,
                 "description": "undefined everywhere sampled", "calls": calls[0]}
-    d = _Data(x, y, mask, sd)
-    jumps = _jumps(counted, d)
-    fit = _best(d, jumps)
-    interval, mu = None, None
-    r = np.where(mask, y - fit.pred, 0.0)
-    scale = 1.4826 * float(np.median(np.abs(r[mask])))
-    thr = max(5 * scale, 4 * sd, 1e-6 * float(np.sqrt(np.mean(d.ym ** 2))), 1e-9)
-    runs = [(a, b) for a, b in _runs(mask & (np.abs(r) > thr)) if b - a + 1 >= 4]
-    if runs:
-        a, b = max(runs, key=lambda ab: ab[1] - ab[0])
-        inside = np.zeros_like(mask)
-        inside[a:b + 1] = True
-        yr = y[inside & mask]
-        if yr.size and float(np.std(yr)) < 0.5 + 0.02 * abs(float(np.mean(yr))):
-            d2 = _Data(x, y, mask & ~inside, sd)
-            fit2 = _best(d2, [j for j in jumps if not (x[a] - 0.5 <= j <= x[b] + 0.5)])
-            mu = float(np.mean(yr))
-            lo = None if a == 0 else float(x[a] - 0.25)
-            hi = None if b == len(x) - 1 else float(x[b] + 0.25)
-            interval, fit = [lo, hi], fit2
+    interval, mu, inside = _noise_only_on_an_interval(x, Y, mask)
+    if interval is not None:  # noiseless outside, noisy inside: fit the function outside only
+        mu = float(np.mean(y[inside & mask]))
+        keep = mask & ~inside
+        d = _Data(x, y, keep, float(np.median(np.std(Y[:, keep], axis=0))) if keep.any() else 0.0)
+        fit = _best(d, _jumps(counted, d)) if keep.sum() >= 8 else _lstsq(d, [], [], 0)
+    else:
+        d = _Data(x, y, mask, sd)
+        jumps = _jumps(counted, d)
+        fit = _best(d, jumps)
+        interval, mu, fit = _residual_interval(x, y, mask, sd, d, fit, jumps)
     body = f"    y = {fit.code}\n"
     if interval is not None:
         cond = " and ".join(c for c in ((f"x >= {interval[0]!r}" if interval[0] is not None else ""),
