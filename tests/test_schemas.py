@@ -122,6 +122,13 @@ EXPECTED = [
     ("results/invalid-no-case", "$", "'case' or 'cases'"),
     ("results/invalid-created-not-rfc3339", "$.created", "RFC 3339"),
     ("results/invalid-results-not-an-object", "$.results", "must be an object, not an array"),
+    # FIND (issue 22)
+    ("find-submission/invalid-missing-code", "$.entries[0]", "missing required field 'code'"),
+    ("find-submission/invalid-interval-reversed", "$.entries[0].interval", "above upper bound"),
+    ("find-submission/invalid-interval-on-string-function", "$.entries[0].interval", "no corrupted interval"),
+    ("find-submission/invalid-bad-id", "$.entries[0].id", "FIND function id"),
+    ("find-results/invalid-rate-above-one", "$.summary.numeric.success_rate", "at most 1"),
+    ("find-results/invalid-row-without-reason", "$.functions[1]", "'reason'"),
 ]
 
 

@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "siit": "cbench_builders.siit_build:build_siit_cmd",
     "siit-report": "cbench_builders.siit_report:siit_report_cmd",
     "release": "cbench_builders.release:build_release_cmd",
+    "find": "cbench_builders.find_suite:build_find_cmd",
 }
 
 

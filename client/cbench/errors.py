@@ -79,6 +79,10 @@ class BuildError(CbenchError):
     """A builder failed for a named case (compile error, exactness failure, ...)."""
 
 
+class FindError(CbenchError):
+    """The FIND suite is missing, malformed, or asked for something it does not have."""
+
+
 def closest(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     """The up-to-``n`` choices closest to ``name``, for 'did you mean' messages."""
     choices = list(choices)

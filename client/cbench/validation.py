@@ -46,6 +46,9 @@ SCHEMA_KINDS: tuple[str, ...] = (
     "edge-scores",
     "circuits-at-sizes",
     "results",
+    # FIND (issue 22)
+    "find-submission",
+    "find-results",
 )
 SCHEMA_VERSION = "v1"
 SCHEMA_BASE_URI = "https://cbench.dev/schemas/"
@@ -718,12 +721,26 @@ def _safe_kind(doc) -> str | None:
         return None
 
 
+def _find_interval_checks(doc: Mapping) -> list[Violation]:
+    out = []
+    for i, e in enumerate(doc.get("entries") or []):
+        iv = e.get("interval") if isinstance(e, Mapping) else None
+        if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(isinstance(v, (int, float)) for v in iv) \
+                and not any(isinstance(v, bool) for v in iv) and iv[0] > iv[1]:
+            out.append(Violation(f"$.entries[{i}].interval", f"lower bound {iv[0]!r} is above upper bound {iv[1]!r}"))
+        if isinstance(e, Mapping) and isinstance(e.get("id"), str) and e["id"].startswith("s") and iv is not None:
+            out.append(Violation(f"$.entries[{i}].interval", "string functions have no corrupted interval"))
+    return out
+
+
 def _document_checks(doc: Mapping, kind: str) -> list[Violation]:
     """Rules across fields that JSON Schema cannot state (run after the schema)."""
     out: list[Violation] = []
     lo, hi = doc.get("min_seq_len"), doc.get("max_seq_len")
     if _is_int(lo) and _is_int(hi) and lo > hi:
         out.append(Violation("$.min_seq_len", f"min_seq_len ({lo}) is larger than max_seq_len ({hi})"))
+    if kind == "find-submission":
+        out.extend(_find_interval_checks(doc))
     if kind == "model-meta":
         tokens = doc.get("input_tokens")
         if isinstance(tokens, (list, tuple)):

@@ -35,6 +35,8 @@ COMMANDS = {
     "bench": "cbench.cli.scoring_cmds:bench",
     "verify": "cbench.cli.verify_cmd:verify",
     "demo": "cbench.cli.demo_cmd:demo",
+    # FIND function interpretation (issue 22)
+    "find": "cbench.cli.find_cmds:find",
 }
 
 
