@@ -34,6 +34,8 @@ COMMANDS = {
     "adversarial": "cbench.cli.scoring_cmds:adversarial",
     "bench": "cbench.cli.scoring_cmds:bench",
     "demo": "cbench.cli.demo_cmd:demo",
+    # causal-variable track (issue 19)
+    "localize": "cbench.cli.localize_cmd:localize",
 }
 
 
