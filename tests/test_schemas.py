@@ -122,6 +122,9 @@ EXPECTED = [
     ("results/invalid-no-case", "$", "'case' or 'cases'"),
     ("results/invalid-created-not-rfc3339", "$.created", "RFC 3339"),
     ("results/invalid-results-not-an-object", "$.results", "must be an object, not an array"),
+    # causal-variable track (issue 19)
+    ("results/invalid-localization-unknown-featurizer", "$.results.featurizer", "'sae'"),
+    ("results/invalid-localization-iia-above-one", "$.results.locations[0].iia", "at most 1"),
 ]
 
 
