@@ -12,13 +12,13 @@ import torch
 
 from cbench import validation
 from cbench.artifacts import read_model_artifact
-from cbench.cli import main
 from cbench.errors import UsageError
 from cbench import pyvene_adapter as pa
 from cbench.localization.featurizers import FeaturizerSpec
 from cbench.localization.localize import load_variable_data, localize
 from cbench.localization.track import run_track
 from cbench.localization.variables import parse_location, variable, variables
+from test_scoring_cli import run  # the CLI runner (exit code, stdout, stderr)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model_zoo" / "releases" / "models" / "cbench"
@@ -28,15 +28,6 @@ MAIN = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34
 
 def art(name: str):
     return read_model_artifact(MODELS / name / "v1.0.0")
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture(scope="module")

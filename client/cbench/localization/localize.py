@@ -12,8 +12,10 @@ Scores (against the aligned location, the ground truth):
 * ``iia_aligned`` -- IIA at the aligned location;
 * ``localized`` -- the best node location (residual-stream locations are reported but not
   ranked: the residual stream after the aligned node carries the variable by construction) is
-  the aligned one, or one of its nodes, and beats every node location disjoint from it;
-* ``gap`` -- ``iia_aligned`` minus the best IIA of a node location disjoint from the aligned one.
+  made of the variable's nodes (the aligned ones; for Tracr every component of the op) and beats
+  every node location disjoint from them;
+* ``gap`` -- ``iia_aligned`` minus the best IIA of a node location disjoint from the variable's
+  nodes.
 """
 
 from __future__ import annotations
@@ -68,11 +70,12 @@ class LocationScore:
                 "aligned": self.is_aligned, "residual": self.is_residual, **self.info}
 
 
-def scores(rows: Sequence[LocationScore], aligned: Location, by_name: dict[str, Location]) -> dict:
-    """``iia_aligned``, ``localized``, ``gap``, ``best_location`` from per-location IIA."""
+def scores(rows: Sequence[LocationScore], aligned_nodes: frozenset[str], by_name: dict[str, Location]) -> dict:
+    """``iia_aligned``, ``localized``, ``gap``, ``best_location`` from per-location IIA
+    (``aligned_nodes``: the nodes that compute the variable)."""
     nodes = [r for r in rows if not r.is_residual]
     al = next((r for r in rows if r.is_aligned), None)
-    disjoint = [r for r in nodes if not (by_name[r.location].nodes & aligned.nodes)]
+    disjoint = [r for r in nodes if not (by_name[r.location].nodes & aligned_nodes)]
     best_other = max((r.iia for r in disjoint), default=None)
     best = max(nodes, key=lambda r: r.iia, default=None)
     out: dict = {"iia_aligned": None if al is None else round(al.iia, 6),
@@ -86,7 +89,7 @@ def scores(rows: Sequence[LocationScore], aligned: Location, by_name: dict[str, 
         out["gap"] = round(al.iia - best_other, 6)
         top = max(r.iia for r in nodes)
         winners = [r for r in nodes if r.iia == top]
-        out["localized"] = bool(all(by_name[r.location].nodes <= aligned.nodes for r in winners) and top > best_other)
+        out["localized"] = bool(all(by_name[r.location].nodes <= aligned_nodes for r in winners) and top > best_other)
     return out
 
 
@@ -135,7 +138,7 @@ def localize(artifact, var_name: str, spec: FeaturizerSpec, locations: Sequence[
     if len(set(names)) != len(names):
         raise UsageError("--locations names a location twice")
     locs = {n: parse_location(n, cfg) for n in names}
-    aligned = parse_location(var.aligned, cfg)
+    aligned_nodes = parse_location(var.aligned, cfg).nodes | frozenset(var.nodes)
     train, test = data if data is not None else load_variable_data(
         artifact, var, dataset_dir, n_train, n_test, need_train=spec.name in ("das", "pca"))
     rows = []
@@ -146,7 +149,7 @@ def localize(artifact, var_name: str, spec: FeaturizerSpec, locations: Sequence[
         rows.append(LocationScore(n, a, c, n == var.aligned, loc.is_residual, info))
         if echo:
             echo(f"  {n:<24} IIA {a:.4f}" + ("" if c != c else f"  (changed {c:.4f})") + ("  <- aligned" if n == var.aligned else ""))
-    sc = scores(rows, aligned, locs)
+    sc = scores(rows, aligned_nodes, locs)
     data_block = {"test": {"split": "test", "n_examples": test.n_examples, "n_positions": int(test.data.valid.sum()),
                            "n_changed": int(test.changed.sum()), "dataset": test.source}}
     if train is not None:

@@ -82,7 +82,9 @@ def run_track(cases: Sequence[str], out_dir: str | Path, featurizers: str | None
                     spec = FeaturizerSpec(f)
                     path = out / "runs" / name / var.name / f"{f}.json"
                     doc = _reuse(path, spec, n_train, n_test)
-                    if doc is None:
+                    if doc is not None:  # scored again: the scoring may have changed since
+                        doc["results"]["scores"] = rescore(doc["results"]["locations"], var, model.cfg)
+                    else:
                         if data is None:
                             data = load_variable_data(art, var, dataset_dir, n_train, n_test)
                         loc = localize(art, var.name, spec, model=model, data=data)
@@ -105,6 +107,17 @@ def run_track(cases: Sequence[str], out_dir: str | Path, featurizers: str | None
         plot(rows, out / "iia_aligned.png")
     echo(f"results written to {out}")
     return doc
+
+
+def rescore(locations: Sequence[dict], var, cfg) -> dict:
+    """The scores of stored per-location rows (``results.locations``)."""
+    from cbench.localization.localize import LocationScore, scores
+    from cbench.localization.variables import parse_location
+
+    rows = [LocationScore(r["location"], r["iia"], float("nan") if r.get("iia_changed") is None else r["iia_changed"],
+                          r["aligned"], bool(r.get("residual"))) for r in locations]
+    by_name = {r.location: parse_location(r.location, cfg) for r in rows}
+    return scores(rows, parse_location(var.aligned, cfg).nodes | frozenset(var.nodes), by_name)
 
 
 def _reuse(path: Path, spec: FeaturizerSpec, n_train: int, n_test: int) -> dict | None:

@@ -17,7 +17,9 @@ variable at every position at once). Names:
 
 The **aligned location** is the ground truth: for an SIIT model the low-level nodes
 ``correspondence.json`` lists for the variable (joined by ``+``); for a compiled Tracr model the
-op's component restricted to the op's ``residual_dims`` (the known subspace).
+op's component restricted to the op's ``residual_dims`` (the known subspace). The variable's
+**nodes** are the nodes that compute it: the aligned ones, and for Tracr every component of the
+op (a SelectorWidth is computed by a head and the MLP after it).
 
 The **data** of a variable are the counterfactual pairs with, as labels, the high-level model's
 output when the variable alone is interchanged from the source (the dataset's
@@ -34,10 +36,10 @@ from typing import Mapping, Sequence
 import torch
 
 from cbench.errors import UsageError, did_you_mean
+from cbench.graph import _HEAD_RE, _MLP_RE
 from cbench.task_data import TaskData, from_rows
 
 NOT_VARIABLES = ("IndicesType", "TokensType", "Select")
-_NODE_RE = re.compile(r"^(a(\d+)\.h(\d+)|m(\d+))$")
 _RESID_RE = re.compile(r"^resid\.(\d+)$")
 _SLICE_RE = re.compile(r"^(a\d+\.h\d+|m\d+)\[(\d+(?:,\d+)*)\]$")
 
@@ -99,16 +101,16 @@ def parse_location(name: str, cfg) -> Location:
         dims = tuple(int(d) for d in m[2].split(","))
         if any(d >= int(cfg.d_model) for d in dims) or len(set(dims)) != len(dims):
             raise bad(f"dimensions must be distinct and below d_model {cfg.d_model}")
-    m = _NODE_RE.match(node)
-    if not m:
+    head, mlp = _HEAD_RE.match(node), _MLP_RE.match(node)
+    if not (head or mlp):
         raise bad("not a location name")
-    if m[2] is not None:
-        L, H = int(m[2]), int(m[3])
+    if head:
+        L, H = int(head[1]), int(head[2])
         if L >= n_layers or H >= n_heads:
             raise bad(f"the model has {n_layers} layers of {n_heads} heads")
         site = Site("head_z" if dims is None else "head_result", L, H)
     else:
-        L = int(m[4])
+        L = int(mlp[1])
         if L >= n_layers or cfg.attn_only:
             raise bad(f"the model has MLPs m0 to m{n_layers - 1}" if not cfg.attn_only else "the model has no MLPs")
         site = Site("mlp_out", L)
@@ -135,6 +137,7 @@ class Variable:
     aligned: str  # the aligned location's name
     n_dims: int  # residual dimensions Tracr gave it (its natural subspace size), at least 1
     model_kind: str
+    nodes: tuple[str, ...] = ()  # every node that computes it (a SelectorWidth: its head and its MLP)
 
 
 def _ops(artifact) -> list[dict]:
@@ -167,8 +170,9 @@ def variables(artifact) -> list[Variable]:
             if not dims:
                 continue
             aligned = f"{op['component']}[{','.join(map(str, dims))}]"
+        nodes = tuple(aligned.split("[")[0].split("+")) if corr else tuple(op.get("components") or [op["component"]])
         out.append(Variable(op["name"], str(op.get("type")), op.get("encoding"), aligned, max(1, len(dims)),
-                            artifact.model_kind))
+                            artifact.model_kind, nodes))
     return out
 
 
