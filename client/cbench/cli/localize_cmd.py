@@ -16,7 +16,7 @@ from cbench.cli import use_cpu_threads
 @click.option("--locations", default=None,
               help="comma-separated locations (a1.h0, m0, resid.1, a0.h0+m0, m0[5,6]); default: every node and "
                    "residual layer, and the aligned location")
-@click.option("--epochs", type=click.IntRange(1, 1000), default=2, show_default=True, help="DAS epochs")
+@click.option("--steps", type=click.IntRange(1, 100_000), default=64, show_default=True, help="DAS optimiser steps")
 @click.option("--lr", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True, help="DAS learning rate")
 @click.option("--n-train", type=click.IntRange(1, 1_000_000), default=2048, show_default=True, help="train pairs")
 @click.option("--n-test", type=click.IntRange(1, 1_000_000), default=1000, show_default=True, help="test pairs")
@@ -24,7 +24,7 @@ from cbench.cli import use_cpu_threads
               help="a local cbench/counterfactuals snapshot directory (default: the hub)")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), help="write a results document (kind localization) here")
-def localize(case, var_name, featurizer, k, locations, epochs, lr, n_train, n_test, dataset_dir, seed, out):
+def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_test, dataset_dir, seed, out):
     """IIA of a featurizer for one variable at each candidate location of CASE (a model artifact
     directory or a case name); the ground truth is the aligned location (correspondence.json, or
     the Tracr op's residual dimensions)."""
@@ -34,7 +34,7 @@ def localize(case, var_name, featurizer, k, locations, epochs, lr, n_train, n_te
 
     use_cpu_threads()
     art = _artifact(case)
-    spec = FeaturizerSpec(featurizer, k=k, epochs=epochs, lr=lr, seed=seed)
+    spec = FeaturizerSpec(featurizer, k=k, steps=steps, lr=lr, seed=seed)
     locs = [x.strip() for x in locations.split(",") if x.strip()] if locations else None
     if locations is not None and not locs:
         raise click.UsageError("--locations is empty")

@@ -34,7 +34,7 @@ FEATURIZERS = ("identity", "das", "pca", "random")
 class FeaturizerSpec:
     name: str
     k: int | None = None  # None: the variable's natural size
-    epochs: int = 2
+    steps: int = 64  # DAS optimiser steps (passes over the train pairs in seeded orders, as many as needed)
     lr: float = 0.01
     batch_size: int = 128
     seed: int = 0
@@ -48,7 +48,7 @@ class FeaturizerSpec:
     def hyperparameters(self, k_used: int | None = None) -> dict:
         out = {"k": k_used if k_used is not None else self.k, "seed": self.seed}
         if self.name == "das":
-            out.update(epochs=self.epochs, lr=self.lr, batch_size=self.batch_size)
+            out.update(steps=self.steps, lr=self.lr, batch_size=self.batch_size)
         if self.name == "identity":
             out = {}
         return out
@@ -128,8 +128,9 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor, t
 
 
 def train_das(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -> dict:
-    """Train the DAS rotations of ``ivs`` in place (Adam, ``spec.lr``, ``spec.epochs`` over the
-    train pairs in a seeded order). Returns ``{"steps", "final_loss"}``."""
+    """Train the DAS rotations of ``ivs`` in place (Adam, ``spec.lr``, ``spec.steps`` batches
+    drawn from the train pairs epoch by epoch, each epoch in a seeded order). Returns
+    ``{"steps", "final_loss"}``."""
     from cbench.pyvene_adapter import intervenable, interchange
 
     sites = [p.site for p in location.parts]
@@ -141,9 +142,11 @@ def train_das(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -
     gen = torch.Generator().manual_seed(int(spec.seed))
     loss_fn = loss_fn or task_loss
     steps, last = 0, float("nan")
-    for _ in range(int(spec.epochs)):
+    while steps < int(spec.steps):
         order = torch.randperm(N, generator=gen)
         for start in range(0, N, int(spec.batch_size)):
+            if steps >= int(spec.steps):
+                break
             idx = order[start:start + int(spec.batch_size)]
             logits = interchange(iv, sites, d.base[idx], d.source[idx])
             loss = loss_fn(logits, d.labels[idx], d.valid[idx], d.task_type)
