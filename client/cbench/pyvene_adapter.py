@@ -33,6 +33,8 @@ pyvene 0.1.8 quirks handled here (read from its source; none leaks out of this m
 * every pyvene run removes *all* forward hooks of the model (its own and anyone else's, e.g.
   TransformerLens hooks added with ``add_hook``): the head view is therefore part of the hook
   point's forward, not a hook, and a prepared model should be used through pyvene only;
+* building an ``IntervenableModel`` turns off ``requires_grad`` on every model parameter (only
+  the interventions train), for good;
 * importing pyvene prints a line about nnsight on stdout: silenced;
 * its interventions flatten ``[batch, units, d]`` to ``[batch, units * d]`` unless
   ``keep_last_dim`` is set; cbench's featurizers act on each position's vector, so it is set.

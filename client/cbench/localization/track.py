@@ -158,8 +158,9 @@ def summarize(rows: Sequence[dict]) -> list[dict]:
 def table(rows: Sequence[dict], summary: Sequence[dict]) -> str:
     lines = ["# Causal-variable localization", "",
              "IIA: interchange-intervention accuracy on the test split (labelled positions). Localized: the best "
-             "node location is the aligned one (residual-stream locations are not ranked). Gap: IIA at the aligned "
-             "location minus the best IIA at a node location disjoint from it.", "",
+             "node location is made of the variable's nodes and beats every other node (residual-stream locations "
+             "are not ranked). Gap: IIA at the aligned location minus the best IIA at a node location disjoint from "
+             "the variable's nodes.", "",
              "| model | featurizer | variables | mean IIA (aligned) | IIA >= 0.99 | localization accuracy | mean gap |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for s in summary:
