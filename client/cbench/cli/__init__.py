@@ -37,6 +37,8 @@ COMMANDS = {
     "demo": "cbench.cli.demo_cmd:demo",
     # FIND function interpretation (issue 22)
     "find": "cbench.cli.find_cmds:find",
+    # causal-variable track (issue 19)
+    "localize": "cbench.cli.localize_cmd:localize",
 }
 
 

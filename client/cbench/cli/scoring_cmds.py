@@ -396,11 +396,17 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 @click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
 @click.option("--seed", type=int, default=0, show_default=True)
-def bench(cases, methods, out_dir, n_examples, sampled, seed):
+@click.option("--track", type=click.Choice(["circuits", "causal-variables"]), default="circuits", show_default=True,
+              help="causal-variables: localize every variable with each featurizer (--methods names featurizers)")
+def bench(cases, methods, out_dir, n_examples, sampled, seed, track):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
     from cbench.scoring.bench import run_bench
 
     use_cpu_threads()
+    if track == "causal-variables":
+        from cbench.localization.track import run_from_cli
+
+        return run_from_cli(cases, methods, out_dir, n_examples, echo=click.echo)
 
     run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)

@@ -1,0 +1,47 @@
+"""``cbench localize``: where does a model hold one causal variable (IIA per location)."""
+
+from __future__ import annotations
+
+import click
+
+from cbench.cli import use_cpu_threads
+
+
+@click.command("localize")
+@click.argument("case")
+@click.option("--variable", "var_name", required=True, help="a high-level op of the case's program, e.g. is_x_2")
+@click.option("--featurizer", type=click.Choice(["identity", "das", "pca", "random"]), default="das", show_default=True)
+@click.option("--k", type=click.IntRange(1, 100_000), default=None,
+              help="subspace size (default: the variable's size in the Tracr program)")
+@click.option("--locations", default=None,
+              help="comma-separated locations (a1.h0, m0, resid.1, a0.h0+m0, m0[5,6]); default: every node and "
+                   "residual layer, and the aligned location")
+@click.option("--steps", type=click.IntRange(1, 100_000), default=64, show_default=True, help="DAS optimiser steps")
+@click.option("--lr", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True, help="DAS learning rate")
+@click.option("--n-train", type=click.IntRange(1, 1_000_000), default=2048, show_default=True, help="train pairs")
+@click.option("--n-test", type=click.IntRange(1, 1_000_000), default=1000, show_default=True, help="test pairs")
+@click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="a local cbench/counterfactuals snapshot directory (default: the hub)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), help="write a results document (kind localization) here")
+def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_test, dataset_dir, seed, out):
+    """IIA of a featurizer for one variable at each candidate location of CASE (a model artifact
+    directory or a case name); the ground truth is the aligned location (correspondence.json, or
+    the Tracr op's residual dimensions)."""
+    from cbench.cli.scoring_cmds import _artifact, _finish, _model_ref
+    from cbench.localization.featurizers import FeaturizerSpec
+    from cbench.localization.localize import localize as run, results_doc
+
+    use_cpu_threads()
+    art = _artifact(case)
+    spec = FeaturizerSpec(featurizer, k=k, steps=steps, lr=lr, seed=seed)
+    locs = [x.strip() for x in locations.split(",") if x.strip()] if locations else None
+    if locations is not None and not locs:
+        raise click.UsageError("--locations is empty")
+    click.echo(f"case {art.case} ({art.model_kind}), variable {var_name}, featurizer {featurizer}")
+    res = run(art, var_name, spec, locs, dataset_dir=dataset_dir, n_train=n_train, n_test=n_test, echo=click.echo)
+    s = res.scores
+    f = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
+    click.echo(f"aligned {res.variable.aligned}: IIA {f(s['iia_aligned'])}; best node location {s['best_location']}; "
+               f"localized: {s['localized']}; gap to best non-aligned ({s['best_non_aligned']}): {f(s['gap'])}")
+    _finish(results_doc(res, _model_ref(art)), out)

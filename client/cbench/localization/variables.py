@@ -1,0 +1,259 @@
+"""Causal variables of a cbench model, the locations that may hold them, and their data.
+
+A **variable** is a RASP operation of the case's program that a model component computes
+(``circuit.json``'s ``high_level.ops``: Maps, SequenceMaps, Aggregates, SelectorWidths, ...).
+Inputs (tokens, indices) are not variables, and neither are Selects: a Select is an attention
+pattern, not a vector any component writes, so no featurizer of a hidden vector can hold it.
+
+A **location** is a hidden vector, at every position (the counterfactual labels interchange a
+variable at every position at once). Names:
+
+* ``a{L}.h{H}`` -- head H of layer L (``hook_z``, ``d_head`` wide);
+* ``m{L}`` -- the output of MLP L;
+* ``resid.{L}`` -- the residual stream entering layer L (``resid.{n_layers}``: leaving the last);
+* ``X+Y`` -- several nodes intervened together (SIIT maps some variables to two nodes);
+* ``node[d1,d2,...]`` -- the node's output in residual coordinates (``hook_result`` for a head)
+  restricted to those dimensions: where Tracr put the variable.
+
+The **aligned location** is the ground truth: for an SIIT model the low-level nodes
+``correspondence.json`` lists for the variable (joined by ``+``); for a compiled Tracr model the
+op's component restricted to the op's ``residual_dims`` (the known subspace). The variable's
+**nodes** are the nodes that compute it: the aligned ones, and for Tracr every component of the
+op (a SelectorWidth is computed by a head and the MLP after it).
+
+The **data** of a variable are the counterfactual pairs with, as labels, the high-level model's
+output when the variable alone is interchanged from the source (the dataset's
+``interchange_labels``); positions where that label is ``None`` are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import torch
+
+from cbench.errors import UsageError, did_you_mean
+from cbench.graph import _HEAD_RE, _MLP_RE
+from cbench.task_data import TaskData, from_rows
+
+NOT_VARIABLES = ("IndicesType", "TokensType", "Select")
+_RESID_RE = re.compile(r"^resid\.(\d+)$")
+_SLICE_RE = re.compile(r"^(a\d+\.h\d+|m\d+)\[(\d+(?:,\d+)*)\]$")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One hidden vector of a location: a pyvene site and the coordinates (frame) it uses."""
+
+    site: object  # cbench.pyvene_adapter.Site
+    dims: tuple[int, ...] | None = None  # None: every coordinate
+
+    def frame(self, width: int) -> torch.Tensor:
+        if self.dims is None:
+            return torch.eye(width)
+        f = torch.zeros(width, len(self.dims))
+        for j, d in enumerate(self.dims):
+            f[d, j] = 1.0
+        return f
+
+
+@dataclass(frozen=True)
+class Location:
+    name: str
+    parts: tuple[Part, ...]
+    nodes: frozenset[str]  # graph nodes it intervenes on (empty for the residual stream)
+
+    @property
+    def is_residual(self) -> bool:
+        return not self.nodes
+
+
+def parse_location(name: str, cfg) -> Location:
+    """A :class:`Location` from its name (see the module doc), checked against ``cfg``."""
+    from cbench.pyvene_adapter import Site
+
+    name = str(name).strip()
+    n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"location {name!r}: {why} (locations look like a1.h0, m0, resid.1, a0.h0+m0 or m0[5,6])")
+
+    if "+" in name:
+        subs = [parse_location(p, cfg) for p in name.split("+")]
+        if any(s.is_residual for s in subs):
+            raise bad("only nodes can be joined with '+'")
+        return Location(name, tuple(p for s in subs for p in s.parts), frozenset().union(*(s.nodes for s in subs)))
+    m = _RESID_RE.match(name)
+    if m:
+        L = int(m[1])
+        if L > n_layers:
+            raise bad(f"the model has {n_layers} layers (resid.0 to resid.{n_layers})")
+        site = Site("resid_pre", L) if L < n_layers else Site("resid_post", n_layers - 1)
+        return Location(name, (Part(site),), frozenset())
+    dims = None
+    node = name
+    m = _SLICE_RE.match(name)
+    if m:
+        node = m[1]
+        dims = tuple(int(d) for d in m[2].split(","))
+        if any(d >= int(cfg.d_model) for d in dims) or len(set(dims)) != len(dims):
+            raise bad(f"dimensions must be distinct and below d_model {cfg.d_model}")
+    head, mlp = _HEAD_RE.match(node), _MLP_RE.match(node)
+    if not (head or mlp):
+        raise bad("not a location name")
+    if head:
+        L, H = int(head[1]), int(head[2])
+        if L >= n_layers or H >= n_heads:
+            raise bad(f"the model has {n_layers} layers of {n_heads} heads")
+        site = Site("head_z" if dims is None else "head_result", L, H)
+    else:
+        L = int(mlp[1])
+        if L >= n_layers or cfg.attn_only:
+            raise bad(f"the model has MLPs m0 to m{n_layers - 1}" if not cfg.attn_only else "the model has no MLPs")
+        site = Site("mlp_out", L)
+    return Location(name, (Part(site, dims),), frozenset({node}))
+
+
+def candidate_locations(cfg) -> list[str]:
+    """Every residual-stream layer and every node, in layer order."""
+    out = []
+    for L in range(int(cfg.n_layers)):
+        out.append(f"resid.{L}")
+        out.extend(f"a{L}.h{H}" for H in range(int(cfg.n_heads)))
+        if not cfg.attn_only:
+            out.append(f"m{L}")
+    out.append(f"resid.{int(cfg.n_layers)}")
+    return out
+
+
+@dataclass
+class Variable:
+    name: str
+    op_type: str
+    encoding: str | None
+    aligned: str  # the aligned location's name
+    n_dims: int  # residual dimensions Tracr gave it (its natural subspace size), at least 1
+    model_kind: str
+    nodes: tuple[str, ...] = ()  # every node that computes it (a SelectorWidth: its head and its MLP)
+
+
+def _ops(artifact) -> list[dict]:
+    circuit = artifact.circuit or {}
+    ops = (circuit.get("high_level") or {}).get("ops")
+    if not ops:
+        raise UsageError(f"case {artifact.case}: circuit.json has no high-level ops (high_level.ops); "
+                         "causal variables need them")
+    return list(ops)
+
+
+def variables(artifact) -> list[Variable]:
+    """The case's causal variables with their aligned locations (ops order)."""
+    ops = _ops(artifact)
+    corr = artifact.correspondence
+    out = []
+    for op in ops:
+        if op.get("type") in NOT_VARIABLES or op.get("component") in (None, "input"):
+            continue
+        dims = [int(d) for d in op.get("residual_dims") or []]
+        if corr:
+            nodes = []
+            for entry in corr.get("nodes", []):
+                if entry.get("high_level") == op["name"]:
+                    nodes.extend(ll["node"] for ll in entry.get("low_level", []))
+            if not nodes:
+                continue
+            aligned = "+".join(dict.fromkeys(nodes))
+        else:
+            if not dims:
+                continue
+            aligned = f"{op['component']}[{','.join(map(str, dims))}]"
+        nodes = tuple(aligned.split("[")[0].split("+")) if corr else tuple(op.get("components") or [op["component"]])
+        out.append(Variable(op["name"], str(op.get("type")), op.get("encoding"), aligned, max(1, len(dims)),
+                            artifact.model_kind, nodes))
+    return out
+
+
+def variable(artifact, name: str) -> Variable:
+    vs = variables(artifact)
+    for v in vs:
+        if v.name == name:
+            return v
+    skipped = [op["name"] for op in _ops(artifact) if op.get("type") in NOT_VARIABLES]
+    if name in skipped:
+        raise UsageError(f"{name!r} is an input or a Select (an attention pattern), not a variable a hidden "
+                         f"vector holds; the variables of case {artifact.case} are: {', '.join(v.name for v in vs)}")
+    raise UsageError(f"case {artifact.case} has no variable {name!r}{did_you_mean(name, [v.name for v in vs])}; "
+                     f"its variables are: {', '.join(v.name for v in vs) or '(none)'}")
+
+
+# ---------------------------------------------------------------------------- data
+@dataclass
+class VariableData:
+    """Pairs for one variable: ``data.labels`` are the interchange labels; ``changed`` marks the
+    valid positions where interchanging the variable changes the high-level output."""
+
+    data: TaskData
+    changed: torch.Tensor
+    split: str
+    source: str
+
+    @property
+    def n_examples(self) -> int:
+        return self.data.n_examples
+
+    def subset(self, idx) -> "VariableData":
+        d = self.data
+        return VariableData(TaskData(d.base[idx], d.source[idx], d.labels[idx], d.valid[idx], d.task_type, d.split,
+                                     d.dataset, d.revision, dict(d.info)), self.changed[idx], self.split, self.source)
+
+
+def read_rows(case: str, split: str, dataset_dir: str | Path | None = None, revision: str | None = None,
+              n: int | None = None) -> tuple[list[dict], str]:
+    """The first ``n`` counterfactual rows of ``case-<id>``'s ``split``: from a local snapshot
+    directory of ``cbench/counterfactuals`` when given, else from the hub. Returns (rows, where)."""
+    config = f"case-{case}"
+    if dataset_dir is not None:
+        import pyarrow.parquet as pq
+
+        root = Path(dataset_dir)
+        files = sorted((root / config).glob(f"{split}-*.parquet"))
+        if not files:
+            raise UsageError(f"{root}: no {config}/{split}-*.parquet (is it a cbench/counterfactuals snapshot?)")
+        rows: list[dict] = []
+        for f in files:
+            table = pq.read_table(f)
+            rows.extend(table.slice(0, None if n is None else max(0, n - len(rows))).to_pylist())
+        return rows, str(root)
+    from cbench.loading import load_dataset
+
+    ds = load_dataset("counterfactuals", config, revision=revision, split=split)
+    if n is not None:
+        ds = ds.select(range(min(n, len(ds))))
+    return list(ds), "cbench/counterfactuals" + (f"@{revision}" if revision else "")
+
+
+def variable_data(rows: Sequence[Mapping], var_name: str, meta: Mapping, split: str, where: str,
+                  n: int | None = None) -> VariableData:
+    """:class:`VariableData` of ``var_name`` from counterfactual rows (the first ``n``)."""
+    if not rows:
+        raise UsageError(f"the {split} split has no rows")
+    nodes = list(rows[0].get("high_level_nodes") or [])
+    if var_name not in nodes:
+        raise UsageError(f"the counterfactual dataset has no interchange labels for {var_name!r} "
+                         f"(it has: {', '.join(nodes)})")
+    i = nodes.index(var_name)
+    rows = list(rows[:n] if n else rows)
+    inter = [{"base_ids": r["base_ids"], "source_ids": r["source_ids"], "base_label": r["interchange_labels"][i]}
+             for r in rows]
+    base_rows = [{"base_ids": r["base_ids"], "source_ids": r["source_ids"], "base_label": r["base_label"]} for r in rows]
+    data = from_rows(inter, meta, split, dataset=where)
+    plain = from_rows(base_rows, meta, split, dataset=where)
+    if data.task_type == "categorical":
+        changed = data.labels != plain.labels
+    else:
+        changed = (data.labels - plain.labels).abs() > 1e-6
+    changed &= data.valid
+    return VariableData(data, changed, split, where)
