@@ -200,6 +200,8 @@ def reference_nap(model, base, source, metric, steps: int | None = None) -> dict
                     x = abl + alpha * (x - abl)
                 else:
                     x = x + 0.0
+                if not x.requires_grad:  # a frozen model: the gradient starts here
+                    x = x.detach().requires_grad_(True)
                 x.retain_grad()
                 kept[hook_name] = x
                 return x
