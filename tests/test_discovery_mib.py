@@ -231,3 +231,50 @@ def test_faithfulness_uses_greedy_circuits_when_asked():
     assert not np.array_equal(greedy, top)
     order = circuits.greedy_order(g, s)
     assert greedy[3].sum() and set(np.flatnonzero(greedy[3])) == set(order[:greedy[3].sum()])
+
+
+# ---------------------------------------------------------------------------- the CLI
+def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+    from test_discovery_cli import META, HANDBUILT_CIRCUIT as CIRCUIT
+
+    from cbench.artifacts import write_model_artifact
+    from cbench.cli import cli
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    model = handbuilt_model(with_mlp=False)
+    g = Graph.from_config(model.cfg)
+    circuit = {"schema": "cbench/circuit/v1", "case": "hand-1", "model_kind": "tracr", "granularity": "qkv",
+               "graph": {"n_layers": 2, "n_heads": 2, "has_mlp": False, "parallel_attn_mlp": False},
+               "nodes": sorted(g.nodes_of(CIRCUIT)), "edges": sorted(CIRCUIT)}
+    art = tmp_path / "hand-1"
+    write_model_artifact(art, model, META, circuit=circuit)
+    common = ["--sampled", "--n-examples", "20", "-q"]
+    docs = {}
+    for name, args in (("ugs1", ["-m", "ugs", "-p", "steps=3", "--seed", "5"]),
+                       ("ugs2", ["-m", "ugs", "-p", "steps=3", "--seed", "5"]),
+                       ("ifr", ["-m", "ifr"]), ("nap", ["-m", "nap", "--ablation", "mean"]),
+                       ("nap-ig", ["-m", "nap-ig", "--ablation", "optimal", "-p", "steps=2"])):
+        out = tmp_path / f"{name}.json"
+        r = CliRunner().invoke(cli, ["discover", str(art), *args, *common, "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        docs[name] = json.loads(out.read_text())
+        validation.check(docs[name], "edge-scores")
+    assert docs["ugs1"]["method"]["hyperparameters"]["seed"] == 5
+    assert docs["ugs1"]["edges"] == docs["ugs2"]["edges"]
+    assert docs["nap-ig"]["method"]["hyperparameters"]["ablation"] == "optimal"
+    assert list((tmp_path / "home" / "cache" / "optimal-ablation").glob("*/*.safetensors"))
+    from cbench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["discover", str(art), "-m", "ifr", "--ablation", "mean", *common])
+    assert exc.value.code == 2
+    r = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "ifr.json"), "--case", str(art), "--sampled",
+                                 "--n-examples", "20", "--ablation", "zero"])
+    assert r.exit_code == 0, r.output
+    assert "greedy circuits" in r.output
+    r = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "nap.json"), "--case", str(art), "--sampled",
+                                 "--n-examples", "20", "--construction", "greedy"])
+    assert r.exit_code == 0 and "greedy circuits" in r.output, r.output
