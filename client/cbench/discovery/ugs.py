@@ -24,18 +24,14 @@ import time
 
 import torch
 
-from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.discovery.subnetwork_probing import _batches
-from cbench.metrics import Metric
+from cbench.discovery.base import Context, Param, finish, progress_bar
+from cbench.discovery.subnetwork_probing import PARAMS as SP_PARAMS
+from cbench.discovery.subnetwork_probing import _batches, minibatch
 
 PARAMS = {
+    **SP_PARAMS,  # steps, batch size, initial logit, seed and ablation as subnetwork probing has them
     "lambda_reg": Param(float, 0.1, low=0.0, doc="weight of the sparsity penalty (mean θ over edges)"),
     "lr": Param(float, 0.1, low=0.0, low_inclusive=False, high=10.0, doc="Adam learning rate"),
-    "steps": Param(int, 100, low=1, high=1_000_000, doc="optimisation steps"),
-    "batch_size": Param(int, 32, low=1, doc="pairs per step (>= the number of pairs: full batch)"),
-    "init": Param(float, 1.0, low=-20.0, high=20.0, doc="initial edge logit θ̃"),
-    "seed": COMMON_PARAMS["seed"],
-    "ablation": COMMON_PARAMS["ablation"],
 }
 
 
@@ -75,13 +71,7 @@ def run(ctx: Context, lambda_reg, lr, steps, batch_size, init, seed=0, ablation=
     bar = progress_bar(steps, "ugs", ctx.progress)
     loss_v = float("nan")
     for _ in range(steps):
-        idx = next(batches)
-        if idx is None:
-            tok, abl, m = tokens, ablated, metric
-        else:
-            tok = tokens[idx]
-            abl = ablated[:, idx] if per_example else ablated
-            m = Metric(metric.name, metric.reference[idx], metric.valid[idx])
+        tok, abl, m = minibatch(next(batches), tokens, ablated, metric, per_example)
         theta = torch.sigmoid(logits.detach())
         alpha, sampled = sample_alpha(theta, tok.shape[0], gen)
         grad, loss_v = step_gradient(rt, tok, abl, m, alpha, sampled)
