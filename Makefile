@@ -32,6 +32,7 @@ test-all: setup
 bench: setup
 	$(PY) benchmarks/bench_pull.py
 	$(PY) benchmarks/bench_discovery.py
+	$(PY) benchmarks/bench_methods.py
 	$(PY) benchmarks/bench_siit.py
 
 clean:

@@ -163,3 +163,150 @@ def reference_eap_ig_inputs(model, base, source, metric, steps: int = 5):
         diff = clean[e.src] - ablated[e.src]
         scores[e.name] = -float((diff * grads[(e.dst, e.qkv)]).sum())
     return scores
+
+
+# ---------------------------------------------------------------------------- MIB's other baselines
+def _node_output_hooks(g: Graph):
+    """(hook name, node names it carries, head axis?) for every forward node's output."""
+    out = [(tla.resid_pre_hook(0), ["input"], False)]
+    for layer in range(g.n_layers):
+        out.append((tla.head_output_hook(layer), [f"a{layer}.h{h}" for h in range(g.n_heads)], True))
+        if g.has_mlp:
+            out.append((tla.mlp_out_hook(layer), [f"m{layer}"], False))
+    return out
+
+
+def reference_nap(model, base, source, metric, steps: int | None = None) -> dict[str, torch.Tensor]:
+    """NAP (``steps=None``) or NAP-IG with hooks: per-neuron scores ``{node: [d_model]}`` in the
+    loss-increase convention. NAP: one hooked pass, the gradient kept at every node's output.
+    NAP-IG: for each group of nodes (the input; one layer's heads; one MLP) and each step
+    alpha = k / Z, k = 1 .. Z, one hooked pass with that group's outputs interpolated between
+    ablated and clean, the gradient kept at them."""
+    g = Graph.from_config(model.cfg)
+    clean = node_output_caches(model, base)
+    ablated = node_output_caches(model, source)
+    hooks = _node_output_hooks(g)
+    grads: dict[str, torch.Tensor] = {}
+
+    def one_pass(group_hook: str | None, alpha: float, scale: float):
+        kept: dict[str, torch.Tensor] = {}
+
+        def make(hook_name, nodes, heads):
+            def fn(x, hook):
+                if group_hook is not None and hook_name != group_hook:
+                    return x
+                if group_hook is not None:
+                    abl = torch.stack([ablated[n] for n in nodes], 2) if heads else ablated[nodes[0]]
+                    x = abl + alpha * (x - abl)
+                else:
+                    x = x + 0.0
+                if not x.requires_grad:  # a frozen model: the gradient starts here
+                    x = x.detach().requires_grad_(True)
+                x.retain_grad()
+                kept[hook_name] = x
+                return x
+            return fn
+
+        out = model.run_with_hooks(base, fwd_hooks=[(h, make(h, nodes, heads)) for h, nodes, heads in hooks])
+        metric(out).backward()
+        for h, nodes, heads in hooks:
+            if h in kept:
+                for i, n in enumerate(nodes):
+                    gr = kept[h].grad[:, :, i] if heads else kept[h].grad
+                    grads[n] = grads.get(n, 0) + gr.detach() * scale
+        model.zero_grad(set_to_none=True)
+
+    if steps is None:
+        one_pass(None, 1.0, 1.0)
+    else:
+        for h, _nodes, _heads in hooks:
+            for k in range(1, steps + 1):
+                one_pass(h, k / steps, 1.0 / steps)
+    return {n: -((clean[n] - ablated[n]) * grads[n]).sum((0, 1)) for n in g.forward_nodes}
+
+
+def destination_input_caches(model, tokens) -> dict[tuple[str, str | None], torch.Tensor]:
+    """Every destination's input on an unpatched run, keyed by backward slot (node, qkv)."""
+    g = Graph.from_config(model.cfg)
+    names = {tla.final_resid_hook(g.n_layers)}
+    for layer in range(g.n_layers):
+        names |= {tla.qkv_input_hook(layer, q) for q in ("q", "k", "v")}
+        if g.has_mlp:
+            names.add(tla.mlp_in_hook(layer))
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
+    out = {}
+    for node, qkv in g.backward_slots:
+        n = g.node(node)
+        if n.kind == "logits":
+            out[(node, qkv)] = cache[tla.final_resid_hook(g.n_layers)]
+        elif n.kind == "mlp":
+            out[(node, qkv)] = cache[tla.mlp_in_hook(n.layer)]
+        else:
+            out[(node, qkv)] = cache[tla.qkv_input_hook(n.layer, qkv)][:, :, n.head]
+    return out
+
+
+def reference_ifr(model, tokens, valid) -> dict[str, float]:
+    """IFR (MIB eq. 5) edge by edge: per (example, position) the normalized proximity of each
+    source's output to the destination's input, averaged over the valid positions."""
+    g = Graph.from_config(model.cfg)
+    acts = node_output_caches(model, tokens)
+    inputs = destination_input_caches(model, tokens)
+    w = torch.as_tensor(valid, dtype=torch.float32)
+    scores = {}
+    for slot, a_v in inputs.items():
+        edges = [e for e in g.edges if (e.dst, e.qkv) == slot]
+        prox = {e.name: (a_v.abs().sum(-1) - (acts[e.src] - a_v).abs().sum(-1)).clamp(min=0) for e in edges}
+        total = sum(prox.values())
+        for e in edges:
+            imp = torch.where(total > 0, prox[e.name] / torch.where(total > 0, total, torch.ones_like(total)), 0.0)
+            scores[e.name] = float((imp * w).sum() / w.sum())
+    return scores
+
+
+def reference_ugs(model, base, source, metric, steps: int, lr: float, lambda_reg: float, init: float,
+                  seed: int) -> torch.Tensor:
+    """UGS, full-batch steps, with hooks: each step draws alpha per (example, edge) from one
+    generator (u then v, as the method does), runs the hooked patched pass with per-example edge
+    weights, and steps Adam on the edge logits with the sampled-entry gradient estimate.
+    Returns theta [n_edges]."""
+    g = Graph.from_config(model.cfg)
+    ablated = node_output_caches(model, source)
+    B = base.shape[0]
+    E = g.n_edges
+    logits = torch.full((E,), float(init), requires_grad=True)
+    opt = torch.optim.Adam([logits], lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        theta = torch.sigmoid(logits.detach())
+        w = theta * (1 - theta)
+        u = torch.rand(B, E, generator=gen)
+        v = torch.rand(B, E, generator=gen)
+        sampled = u < w
+        one = (~sampled) & (u < w + theta - 0.5 * w)
+        alpha = torch.where(sampled, v, one.float())
+        weights = {e.name: alpha[:, e.index].reshape(B, 1, 1).clone().requires_grad_(True) for e in g.edges}
+        metric(hooked_patched_run(model, base, ablated, weights)).backward()
+        est = torch.stack([(weights[e.name].grad.reshape(B) * sampled[:, e.index]).sum() for e in g.edges])
+        model.zero_grad(set_to_none=True)
+        opt.zero_grad()
+        logits.grad = est + lambda_reg * w / E
+        opt.step()
+    return torch.sigmoid(logits.detach())
+
+
+def reference_node_replacement_loss(model, tokens, node: str, vector: torch.Tensor, metric) -> float:
+    """The loss with ``node``'s output replaced by ``vector`` at every position (one hooked pass)."""
+    hook_name, head = tla.node_output_hook(node)
+
+    def fn(x, hook):
+        x = x.clone()
+        if head is None:
+            x[:] = vector
+        else:
+            x[:, :, head] = vector
+        return x
+
+    with torch.no_grad():
+        return float(metric(model.run_with_hooks(tokens, fwd_hooks=[(hook_name, fn)])))

@@ -137,7 +137,7 @@ def ablate(model, data: TaskData, nodes: Iterable[str] | None = None, edges: Ite
 
 
 def node_effects(model, data: TaskData, nodes: Sequence[str] | None = None,
-                 kinds: Sequence[str] = ABLATIONS, atol: float = ATOL) -> list[NodeEffect]:
+                 kinds: Sequence[str] = ("resample", "mean", "zero"), atol: float = ATOL) -> list[NodeEffect]:
     """Effect and normalized KL of ablating each node alone (default: every head and MLP)."""
     rt = as_runtime(model)
     g = rt.graph

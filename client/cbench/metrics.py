@@ -46,6 +46,8 @@ _DEFAULTS = {
     "eap": ("ce", "mae"),
     "eap-ig-inputs": ("ce", "mae"),
     "eap-ig-activations": ("ce", "mae"),
+    "nap": ("ce", "mae"),
+    "nap-ig": ("ce", "mae"),
 }
 
 

@@ -14,12 +14,11 @@ from pathlib import Path
 import click
 
 DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
-DEMO_METHODS = "acdc,eap,eap-ig-inputs,eap-ig-activations,sp,edge-sp,random"
 
 
 @click.command("demo")
 @click.option("--cases", default=DEMO_CASES, show_default=True, help="comma-separated case ids")
-@click.option("--methods", default=DEMO_METHODS, show_default=True, help="comma-separated discovery methods")
+@click.option("--methods", default=None, help="comma-separated discovery methods (default: every method of the bench)")
 @click.option("--out", "out_dir", default="results/demo", show_default=True, type=click.Path(file_okay=False))
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 def demo(cases, methods, out_dir, n_examples):
@@ -35,7 +34,8 @@ def demo(cases, methods, out_dir, n_examples):
     for case in ids:
         snap = pull(f"case-{case}")
         click.echo(f"  {snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
-    click.echo(f"== cbench bench --cases {cases} --methods {methods} --out {out_dir}")
+    shown = f" --methods {methods}" if methods else ""
+    click.echo(f"== cbench bench --cases {cases}{shown} --out {out_dir}")
     run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=click.echo)
     table = Path(out_dir) / "table.md"
     if table.is_file():

@@ -84,22 +84,36 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @click.command()
 @click.argument("case")
 @click.option("--method", "-m", required=True, help="acdc, eap, eap-ig-inputs, eap-ig-activations, sp, edge-sp, "
-                                                   "activation-patching or random")
+                                                   "activation-patching, random, nap, nap-ig, ifr or ugs")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
 @click.option("--split", default="validation", show_default=True, help="counterfactuals dataset split")
 @click.option("--n-examples", type=click.IntRange(min=1), default=None, help="cap on the number of input pairs")
 @click.option("--metric", default=None, help="kl, l2, ce, mae, mse or logit_diff (default per method and task)")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="seed for sampled inputs")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="seed for sampled inputs, and the method's own seed (ugs, sp, edge-sp, random) "
+                   "unless --param seed=... gives one")
+@click.option("--ablation", type=click.Choice(["resample", "mean", "zero", "optimal"]), default=None,
+              help="how ablated edges are replaced, for methods that ablate (same as --param ablation=...; "
+                   "optimal: vectors learned on the data, cached per model)")
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json, not the counterfactuals dataset")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the edge-scores JSON here (default: print a summary)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
-def discover(case, method, params, split, n_examples, metric, seed, sampled, out, quiet):
+def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, quiet):
     """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
     from cbench.discovery import method_spec, to_edge_scores_document, validate_hyperparameters
 
-    method_spec(method)  # unknown method: one line listing the methods, before any loading
-    hp = validate_hyperparameters(method, _parse_params(params))
+    spec = method_spec(method)  # unknown method: one line listing the methods, before any loading
+    given = _parse_params(params)
+    if ablation is not None:
+        if "ablation" not in spec.params:
+            raise UsageError(f"{method} ablates nothing, so it takes no --ablation")
+        if given.get("ablation", ablation) != ablation:
+            raise UsageError(f"--ablation {ablation} and --param ablation={given['ablation']} disagree")
+        given["ablation"] = ablation
+    if "seed" in spec.params and "seed" not in given:
+        given["seed"] = seed
+    hp = validate_hyperparameters(method, given)
     art, model_ref = resolve_case(case)
     if metric is not None:
         from cbench.metrics import check_metric

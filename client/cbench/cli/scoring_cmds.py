@@ -190,8 +190,11 @@ def score(case, scores, out, plot, signed):
 @click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
 @click.option("--metric", default=None, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
 @click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@click.option("--construction", type=click.Choice(["auto", "top-n", "greedy"]), default="auto", show_default=True,
+              help="how CPR/CMD circuits are built from the scores: top-n, or greedy search from the logits "
+                   "(MIB E.1); auto: what the submission's method needs (greedy for ifr, else top-n)")
 @_data_options
-def evaluate(submission, case_arg, ablation, metric, out, n_examples, split, sampled, seed):
+def evaluate(submission, case_arg, ablation, metric, out, construction, n_examples, split, sampled, seed):
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
@@ -232,14 +235,19 @@ def evaluate(submission, case_arg, ablation, metric, out, n_examples, split, sam
 
             check_edge_scores(doc, artifact.graph, case=artifact.case, source=submission)
         case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+        if construction == "auto":
+            from cbench.discovery import METHODS
+
+            spec = METHODS.get(str((doc.get("method") or {}).get("name")))
+            construction = spec.construction if spec is not None else "top-n"
         faith = evaluate_faithfulness(case, data, edge_score_vector(artifact.graph, doc), ablation=ablation,
-                                      metric=metric)
+                                      metric=metric, construction=construction)
         click.echo(f"CPR: {fmt(faith.cpr)}")
         click.echo(f"CMD: {fmt(faith.cmd)}")
-        click.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples)")
+        click.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits)")
         for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
             click.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
-        results["faithfulness"] = faith.to_dict()
+        results["faithfulness"] = dict(faith.to_dict(), construction=construction)
     else:
         import numpy as np
 

@@ -10,7 +10,11 @@ document.
 
 Methods: ``acdc``, ``eap``, ``eap-ig-inputs``, ``eap-ig-activations``, ``sp`` (node subnetwork
 probing), ``edge-sp`` (edgewise subnetwork probing), ``activation-patching`` (exact, per edge),
-``random``. Default metrics per InterpBench appendix D (:func:`cbench.metrics.default_metric`).
+``random``, and MIB's other baselines: ``nap`` and ``nap-ig`` (node attribution patching, plain
+and with integrated gradients, at neuron or node granularity), ``ifr`` (information flow
+routes) and ``ugs`` (uniform gradient sampling). Each spec says how circuits are built from
+its scores (``construction``: top-n, or greedy from the logits for IFR, MIB appendix E.1) and
+whether ``cbench bench`` runs it by default (``bench``). Default metrics per InterpBench appendix D (:func:`cbench.metrics.default_metric`).
 Scores: the loss increase when the edge is ablated (positive = helpful); SP methods: mask logits.
 """
 
@@ -29,6 +33,9 @@ class MethodSpec:
     module: str
     function: str
     doc: str
+    params_attr: str = "PARAMS"  # the module attribute holding the hyperparameter specs
+    construction: str = "top-n"  # how circuits are built from the scores (cbench.circuits)
+    bench: bool = True  # run by `cbench bench` when no method list is given
 
     def load(self):
         mod = importlib.import_module(f"cbench.discovery.{self.module}")
@@ -36,7 +43,7 @@ class MethodSpec:
 
     @property
     def params(self):
-        return self.load()[0].PARAMS
+        return getattr(self.load()[0], self.params_attr)
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -46,9 +53,22 @@ METHODS: dict[str, MethodSpec] = {
     "eap-ig-activations": MethodSpec("eap-ig-activations", "eap_ig", "run_activations", "EAP with integrated gradients per layer"),
     "sp": MethodSpec("sp", "subnetwork_probing", "run_nodes", "node subnetwork probing (hard-concrete node masks)"),
     "edge-sp": MethodSpec("edge-sp", "subnetwork_probing", "run_edges", "edgewise subnetwork probing"),
-    "activation-patching": MethodSpec("activation-patching", "activation_patching", "run", "exact patching of every edge"),
+    "activation-patching": MethodSpec("activation-patching", "activation_patching", "run", "exact patching of every edge",
+                                      bench=False),
     "random": MethodSpec("random", "random_scores", "run", "uniform random scores in [-1, 1]"),
+    "nap": MethodSpec("nap", "nap", "run", "node attribution patching (neurons or nodes)"),
+    "nap-ig": MethodSpec("nap-ig", "nap", "run_ig", "node attribution patching with integrated gradients",
+                         params_attr="PARAMS_IG"),
+    "ifr": MethodSpec("ifr", "ifr", "run", "information flow routes (normalized proximity per destination)",
+                      construction="greedy"),
+    "ugs": MethodSpec("ugs", "ugs", "run", "uniform gradient sampling (per-edge mask probabilities)"),
 }
+
+
+def bench_methods() -> tuple[str, ...]:
+    """The methods ``cbench bench`` runs by default: every registered method marked ``bench``."""
+    return tuple(name for name, spec in METHODS.items() if spec.bench)
+
 
 
 def method_spec(name: str) -> MethodSpec:

@@ -145,12 +145,38 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
     if metric_name in ("kl", "l2"):
         labels = None
     m = make_metric(metric_name, data.task_type, clean_outputs=clean, labels=labels, valid=data.valid)
+    if ablation == "optimal":
+        ablated = optimal_ablated(rt, data, base, clean, progress)
     # EAP-IG-inputs with resample ablation gets the ablated outputs from its alpha = 0 rows
-    # (exactly the run on the source inputs), so the separate pass is left to whoever asks
-    lazy = method == "eap-ig-inputs" and paired
+    # (exactly the run on the source inputs), so the separate pass is left to whoever asks;
+    # methods that ablate nothing (IFR) never ask
+    lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
     if ablated is None and not lazy:
         ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
     return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts)
+
+
+def ablates(method: str) -> bool:
+    """Whether ``method`` takes an ablation (its hyperparameters have ``ablation``)."""
+    from cbench.discovery import METHODS
+
+    spec = METHODS.get(method)
+    return spec is None or "ablation" in spec.params
+
+
+def optimal_ablated(rt: CircuitRuntime, data: TaskData, base: torch.Tensor, clean: torch.Tensor,
+                    progress: bool = False) -> torch.Tensor:
+    """Optimal-ablation values ``[F, 1, 1, D]`` for ``rt``, learned on ``data`` (the task loss:
+    cross-entropy against the labels, numerical tasks: squared error; the clean model's
+    answers where the data has no labels) or read from the per-model cache; also put on the
+    runtime so later passes can ask for ``ablation="optimal"``."""
+    from cbench.runtime import optimal_ablation
+
+    name = "ce" if data.task_type == "categorical" else "mse"
+    task_loss = make_metric(name, data.task_type, clean_outputs=clean, labels=data.labels, valid=data.valid)
+    vectors, _cached = optimal_ablation.load_or_learn(rt, base, task_loss, progress=progress)
+    optimal_ablation.use(rt, vectors)
+    return rt.ablated_outputs(base, ablation="optimal")
 
 
 # ---------------------------------------------------------------------------- result

@@ -54,9 +54,12 @@ def node_groups(graph) -> list[list[int]]:
     return groups
 
 
-def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", ablation: str = "resample",
-        top_n=None, rel_threshold=0.05, **_):
-    t0 = time.perf_counter()
+def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs"):
+    """The integrated gradients of every destination input, in passes of at most ``batch_rows``
+    rows: ``(blocks, diff)`` where each block is ``(groups, start, stop, grads)`` with ``grads``
+    ``[K, G, stop - start, P, D]`` (d loss / d input, summed over the Z steps, the loss a mean
+    over the block's examples) for the ``G`` node groups interpolated in that pass, and ``diff``
+    ``[F, N, P, D]`` is clean minus ablated node outputs. Shared by EAP-IG and NAP-IG."""
     rt = ctx.runtime
     g = ctx.graph
     N = ctx.data.n_examples
@@ -83,7 +86,6 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
     else:
         ablated = ctx.ablated.expand(-1, N, P, -1)
     pending = []
-    mat = torch.zeros(F, K, dtype=rt.dtype, device=rt.device)
     # how many groups and examples per pass (rows = groups x steps x examples)
     g_per = max(1, min(len(groups), batch_rows // (Z * N)))
     n_per = N if g_per * Z * N <= batch_rows else max(1, batch_rows // Z)
@@ -122,6 +124,18 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
     diff = clean_acts - ablated
     if shared_first:
         diff[:, :, 0] = 0.0  # equal there (up to the rounding of two ways of computing it)
+    return pending, diff
+
+
+def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", ablation: str = "resample",
+        top_n=None, rel_threshold=0.05, **_):
+    t0 = time.perf_counter()
+    rt = ctx.runtime
+    g = ctx.graph
+    N = ctx.data.n_examples
+    F, K = g.n_forward, g.n_backward
+    pending, diff = collect_gradients(ctx, steps, batch_rows, variant)
+    mat = torch.zeros(F, K, dtype=rt.dtype, device=rt.device)
     for grp, s, e, grads in pending:
         for gi, members in enumerate(grp):
             if variant == "inputs":

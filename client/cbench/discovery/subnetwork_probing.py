@@ -87,6 +87,15 @@ def _batches(n: int, batch_size: int, gen: torch.Generator):
             yield perm[i:i + batch_size]
 
 
+def minibatch(idx, tokens, ablated, metric: Metric, per_example: bool):
+    """``(tokens, ablated, metric)`` of the pairs ``idx`` (None: all of them); ``ablated`` has one
+    row per pair when ``per_example`` (resample), else one row for every pair."""
+    if idx is None:
+        return tokens, ablated, metric
+    abl = ablated[:, idx] if per_example else ablated
+    return tokens[idx], abl, Metric(metric.name, metric.reference[idx], metric.valid[idx])
+
+
 def _train(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, init, seed, batch_size, desc):
     rt = ctx.runtime
     tokens = rt.tokens_tensor(ctx.data.base)
@@ -102,13 +111,7 @@ def _train(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, init, se
     loss_v = float("nan")
     with torch.enable_grad():
         for _ in range(steps):
-            idx = next(batches)
-            if idx is None:
-                tok, abl, m = tokens, ablated, metric
-            else:
-                tok = tokens[idx]
-                abl = ablated[:, idx] if per_example else ablated
-                m = Metric(metric.name, metric.reference[idx], metric.valid[idx])
+            tok, abl, m = minibatch(next(batches), tokens, ablated, metric, per_example)
             z = _sample(log_alpha, gen)
             edge_mask, node_mask = to_masks(z)
             out = rt.run(tok, edge_mask=edge_mask, node_mask=node_mask, ablated=abl).output

@@ -1,5 +1,5 @@
 """Ablated activations: the value every node's output takes where a mask removes it
-(resample, mean or zero ablation), and their rows as the passes read them."""
+(resample, mean, zero or optimal ablation), and their rows as the passes read them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from cbench.runtime.masks import tokens_tensor
 if TYPE_CHECKING:
     from cbench.runtime.circuit_runtime import CircuitRuntime
 
-ABLATIONS = ("resample", "mean", "zero")
+ABLATIONS = ("resample", "mean", "zero", "optimal")
 
 
 def ablated_outputs(rt: CircuitRuntime, base, source=None, ablation: str = "resample", reference=None,
@@ -23,7 +23,8 @@ def ablated_outputs(rt: CircuitRuntime, base, source=None, ablation: str = "resa
 
     ``resample``: node outputs on ``source`` (paired with ``base`` row by row);
     ``mean``: mean node outputs over ``reference`` inputs (``positional=True``: per position,
-    needs the same length as ``base``; else also over positions); ``zero``: zeros.
+    needs the same length as ``base``; else also over positions); ``zero``: zeros;
+    ``optimal``: the vectors learned for this runtime (:mod:`cbench.runtime.optimal_ablation`).
     """
     base_t = tokens_tensor(rt, base)
     B, P = base_t.shape
@@ -44,5 +45,11 @@ def ablated_outputs(rt: CircuitRuntime, base, source=None, ablation: str = "resa
         return acts.mean(dim=(1, 2), keepdim=True)
     if ablation == "zero":
         return torch.zeros(rt.n_forward, 1, 1, rt.d_model, device=rt.device, dtype=rt.dtype)
+    if ablation == "optimal":
+        vectors = getattr(rt, "optimal_vectors", None)
+        if vectors is None:
+            raise UsageError("optimal ablation needs vectors learned for this model first "
+                             "(cbench.runtime.optimal_ablation.load_or_learn and use)")
+        return vectors[:, None, None, :]
     raise UsageError(f"unknown ablation {ablation!r}; choose one of: {', '.join(ABLATIONS)}")
 

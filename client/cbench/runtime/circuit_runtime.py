@@ -64,6 +64,8 @@ class CircuitRuntime:
         self._prefix_sources = incremental.source_prefix_ends(g, self.device)
         self._future_cache: dict = {}
         self.live_weights = bool(live_weights)
+        self.optimal_vectors = None  # [F, D] once learned (optimal_ablation.use)
+        self._model_sha256 = None
         refresh_weights(self)  # the caches of the model's parameters (weights.py)
 
     @property
@@ -95,6 +97,8 @@ class CircuitRuntime:
     # gradients at every destination input (input_gradients.py)
     input_gradients = gradients.input_gradients
     scores_from_input_gradients = gradients.scores_from_input_gradients
+    node_gradients = gradients.node_gradients
+    neuron_scores_from_input_gradients = gradients.neuron_scores_from_input_gradients
     # one node at a time (incremental.py, layers.py)
     destination_inputs = incremental.destination_inputs
     node_output = incremental.node_output

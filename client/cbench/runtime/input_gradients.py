@@ -245,3 +245,20 @@ def scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: t
     ``[K, B, P, D]`` (from :func:`input_gradients`)."""
     mat = diff.expand(-1, *grads.shape[1:]).reshape(diff.shape[0], -1) @ grads.reshape(grads.shape[0], -1).T
     return rt.graph.from_matrix(mat)
+
+
+def node_gradients(rt: CircuitRuntime, grads: torch.Tensor) -> torch.Tensor:
+    """d metric / d output of every forward node ``[n_forward, B, P, D]`` from the gradients at
+    every destination input ``grads [n_backward, B, P, D]`` (:func:`input_gradients`): a node's
+    output enters each destination it has an edge to with coefficient 1, so its gradient is the
+    sum of theirs (node attribution patching, NAP)."""
+    K = grads.shape[0]
+    return (rt._real @ grads.reshape(K, -1)).reshape(rt.n_forward, *grads.shape[1:])
+
+
+def neuron_scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """Per-neuron attribution ``[n_forward, D]``: ``sum_{b,p} diff[f, b, p, d] * g[f, b, p, d]``
+    where ``g`` is each node's output gradient (:func:`node_gradients`) and ``diff``
+    ``[F, B|1, P|1, D]`` e.g. clean minus ablated outputs. Summed over ``d``: the node's score."""
+    g = node_gradients(rt, grads)
+    return (diff.expand(-1, *g.shape[1:]) * g).sum((1, 2))

@@ -37,7 +37,6 @@ import numpy as np
 from cbench.errors import CbenchError, UsageError
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
-DEFAULT_METHODS = ("acdc", "eap", "eap-ig-inputs", "eap-ig-activations", "sp", "edge-sp", "random")
 
 
 def _parse_cases(cases: str) -> list[str]:
@@ -53,7 +52,9 @@ def _parse_methods(methods: str | None) -> list[str]:
     from cbench.discovery import method_spec
 
     if not methods:
-        return list(DEFAULT_METHODS)
+        from cbench.discovery import bench_methods
+
+        return list(bench_methods())  # every registered method marked for the bench
     out = [m.strip() for m in methods.split(",") if m.strip()]
     for m in out:
         method_spec(m)  # one clear line for an unknown method

@@ -47,8 +47,16 @@ def edges_at_size(n_edges: int, k: float) -> int:
     return max(1, min(n_edges, int(math.floor(k * n_edges + 1e-9))))
 
 
-def circuits_at_sizes(scores, grid: Sequence[float] = SIZE_GRID, absolute: bool = False) -> np.ndarray:
-    """Boolean masks ``[len(grid), n_edges]``: the top edges by signed (or absolute) score."""
+def circuits_at_sizes(scores, grid: Sequence[float] = SIZE_GRID, absolute: bool = False,
+                      construction: str = "top-n", graph=None) -> np.ndarray:
+    """Boolean masks ``[len(grid), n_edges]``: the top edges by signed (or absolute) score;
+    ``construction="greedy"`` (needs ``graph``): MIB's greedy search from the logits instead
+    (:mod:`cbench.circuits`)."""
+    if construction != "top-n":
+        from cbench.circuits import circuit_masks
+
+        n = np.asarray(scores).size
+        return circuit_masks(graph, scores, [edges_at_size(n, k) for k in grid], absolute, construction)
     s = np.asarray(scores, dtype=np.float64)
     if not np.all(np.isfinite(s)):
         raise UsageError("edge scores must be finite numbers")
@@ -110,11 +118,11 @@ class FaithfulnessCurve:
 
 def faithfulness_curve(case, data, scores, absolute: bool = False, ablation: str = "resample",
                        metric: str | None = None, grid: Sequence[float] = SIZE_GRID,
-                       positional: bool = True, _bound=None) -> FaithfulnessCurve:
+                       positional: bool = True, _bound=None, construction: str = "top-n") -> FaithfulnessCurve:
     """f(C_k) for every k of ``grid`` (see the module docstring)."""
     scores = np.asarray(scores, dtype=np.float64)
     case.graph.check_mask(scores)
-    masks = circuits_at_sizes(scores, grid, absolute=absolute)
+    masks = circuits_at_sizes(scores, grid, absolute=absolute, construction=construction, graph=case.graph)
     return faithfulness_of_circuits(case, data, masks, grid, ablation, metric, positional, absolute, _bound)
 
 
@@ -164,10 +172,12 @@ class FaithfulnessResult:
 
 
 def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric: str | None = None,
-                          grid: Sequence[float] = SIZE_GRID, positional: bool = True) -> FaithfulnessResult:
-    """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector."""
+                          grid: Sequence[float] = SIZE_GRID, positional: bool = True,
+                          construction: str = "top-n") -> FaithfulnessResult:
+    """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector;
+    circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.circuits`)."""
     bound = task_metric(case, data, metric)
-    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound)
-    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound)
+    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction)
+    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction)
     return FaithfulnessResult(cpr_curve.area, cmd_curve.distance, cpr_curve, cmd_curve, ablation,
                               bound[0].name, data.n_examples)
