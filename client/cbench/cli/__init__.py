@@ -35,6 +35,9 @@ COMMANDS = {
     "bench": "cbench.cli.scoring_cmds:bench",
     "verify": "cbench.cli.verify_cmd:verify",
     "demo": "cbench.cli.demo_cmd:demo",
+    # the static HTML leaderboard (issue 21)
+    "report": "cbench.cli.report_cmds:report",
+    "submit": "cbench.cli.report_cmds:submit",
 }
 
 

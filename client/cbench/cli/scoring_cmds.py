@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from cbench.cli import use_cpu_threads
+from cbench.cli.executor_opts import executor_options
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
 ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
@@ -396,11 +397,18 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 @click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
 @click.option("--seed", type=int, default=0, show_default=True)
-def bench(cases, methods, out_dir, n_examples, sampled, seed):
+@executor_options
+def bench(cases, methods, out_dir, n_examples, sampled, seed, executor, ray_address, workers):
     """Run discovery methods on cases, score them against the ground truth and write a report
-    directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
+    directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
+    --executor ray the (case, method) tasks run on Ray workers and the files are the same."""
+    from cbench.cli.executor_opts import make_cli_executor
     from cbench.scoring.bench import run_bench
 
     use_cpu_threads()
-
-    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)
+    ex = make_cli_executor(executor, ray_address, workers)
+    try:
+        run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo,
+                  executor=None if ex.name == "local" else ex)
+    finally:
+        ex.close()
