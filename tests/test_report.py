@@ -130,7 +130,8 @@ def test_submit_cbench_and_mib_files_become_leaderboard_entries(site, capsys, tm
                                         "say which with --case"
     code, _, err = run(capsys, "submit", str(tmp_path / "mib.json"), "--report", str(out), "--name", "mib-entry",
                        "--case", "toy4")
-    assert code == 0, err and "valid (MIB graph JSON) for case toy4" in err
+    assert code == 0, err
+    assert "valid (MIB graph JSON) for case toy4" in err
     kept = json.loads((out / "submissions" / "mib-entry" / "toy4.json").read_text())
     assert kept["schema"] == "cbench/edge-scores/v1" and kept["nodes"]["a0.h0"] == {"in_graph": True}
     assert ("mib-entry", "submission") in parse(out / "index.html").rows

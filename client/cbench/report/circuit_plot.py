@@ -67,8 +67,8 @@ def draw_circuit(graph: Graph, truth: Iterable[str], highlighted: Iterable[str] 
     top = None if highlighted is None else {promote_edge_name(e) for e in highlighted}
     pos = node_positions(graph)
     xs = [p[0] for p in pos.values()]
-    fig_w = max(4.0, 1.1 * (max(xs) - min(xs)) + 2.6)
-    fig_h = max(3.5, 0.75 * (2 * graph.n_layers + 1) + 1.2)
+    fig_w = max(5.2, 1.2 * (max(xs) - min(xs)) + 2.5)
+    fig_h = max(4.2, 0.8 * (2 * graph.n_layers + 1) + 1.8)
     fig, ax = plt.subplots(figsize=(fig_w, fig_h), dpi=90)
     styles = []
     for name in graph.head_edge_names:
@@ -89,15 +89,15 @@ def draw_circuit(graph: Graph, truth: Iterable[str], highlighted: Iterable[str] 
         span = y1 - y0
         rad = 0.0 if abs(x1 - x0) > 0.2 or span <= 1 else 0.25 + 0.04 * min(span, 6)  # arcs past nodes in a column
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle=f"arc3,rad={rad}", arrowstyle="-|>",
-                                     mutation_scale=8, shrinkA=11, shrinkB=11, color=style["color"], lw=style["lw"],
+                                     mutation_scale=8, shrinkA=13, shrinkB=13, color=style["color"], lw=style["lw"],
                                      linestyle=style["ls"], zorder=style["zorder"]))
     in_circuit_nodes = {n for e in truth_h for n in e.split("->")}
     for name, (x, y) in pos.items():
         node = graph.node(name)
         face = "#fee08b" if node.kind == "head" else "#abd9e9" if node.kind == "mlp" else "#e0e0e0"
-        ax.scatter([x], [y], s=520, c=face, edgecolors="#222222" if name in in_circuit_nodes else "#aaaaaa",
+        ax.scatter([x], [y], s=760, c=face, edgecolors="#222222" if name in in_circuit_nodes else "#aaaaaa",
                    linewidths=1.6 if name in in_circuit_nodes else 0.8, zorder=4)
-        ax.text(x, y, name, ha="center", va="center", fontsize=7, zorder=5)
+        ax.text(x, y, name, ha="center", va="center", fontsize=6.5, zorder=5)
     if top is None:
         handles = [Line2D([], [], color="#222222", lw=2.2, label="ground-truth edge"),
                    Line2D([], [], color="#cccccc", lw=0.8, label="other edge")]
@@ -106,7 +106,7 @@ def draw_circuit(graph: Graph, truth: Iterable[str], highlighted: Iterable[str] 
                    Line2D([], [], color="#d73027", lw=2.0, label=f"top-{len(truth_h)}, not in the circuit"),
                    Line2D([], [], color="#222222", lw=1.3, ls=(0, (4, 3)), label="in the circuit, missed"),
                    Line2D([], [], color="#cccccc", lw=0.8, label="other edge")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
     ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
     ax.set_ylim(-0.7, 2 * graph.n_layers + 1.7)
     ax.axis("off")

@@ -26,7 +26,7 @@ class Submission:
     index: Path  # the rebuilt leaderboard
 
 
-def from_mib(doc: dict, case: str, name: str, config: dict) -> dict:
+def from_mib(doc: dict, case: str, name: str, config: dict, model_kind: str) -> dict:
     """A cbench edge-scores document from MIB's graph JSON (nodes as ``{name: bool}`` or
     ``{name: {"in_graph": bool}}``)."""
     from cbench import __version__
@@ -37,7 +37,7 @@ def from_mib(doc: dict, case: str, name: str, config: dict) -> dict:
     cfg = dict(doc.get("cfg") or {})
     if "d_model" not in cfg and config.get("d_model") is not None:
         cfg["d_model"] = config["d_model"]
-    return {"schema": "cbench/edge-scores/v1", "case": str(case), "model": {"repo": None, "revision": None},
+    return {"schema": "cbench/edge-scores/v1", "case": str(case), "model": {"repo": None, "revision": None, "kind": model_kind},
             "method": {"name": name, "hyperparameters": {}}, "data": {"split": "unknown", "n_examples": 1},
             "runtime_s": None, "cbench_version": __version__, "cfg": cfg, "nodes": nodes, "edges": doc.get("edges")}
 
@@ -87,7 +87,7 @@ def submit(file: str | Path, report_dir: str | Path, case: str | None = None, na
     if name in (bench["inputs"].get("methods") or []):
         raise UsageError(f"--name {name!r} is a method of the bench; choose another name for the submission")
     if fmt == "MIB graph JSON":
-        doc = from_mib(doc, case, name, info.artifact.config)
+        doc = from_mib(doc, case, name, info.artifact.config, info.artifact.model_kind)
     check(doc, "edge-scores", source=str(file))
     check_edge_scores(doc, info.artifact.graph, case=case, source=str(file))
     r = score_doc(info, doc, _no_signal(bench, case))
