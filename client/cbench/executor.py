@@ -91,7 +91,11 @@ class RayExecutor:
                                  "has its own")
             kwargs["address"] = address
         else:
-            kwargs.update(num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+            # "local": always a new private instance, never a cluster that `ray start` left running
+            kwargs.update(address="local", num_cpus=workers or os.cpu_count() or 1, include_dashboard=False)
+        # Ray lowers its workers' priority by 15 by default; on a shared machine that starves them
+        # behind every other job (the driver already runs at the priority the user chose)
+        os.environ.setdefault("RAY_worker_niceness", "0")
         self._started = not ray.is_initialized()
         t0 = time.perf_counter()
         try:
