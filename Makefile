@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all bench clean
+.PHONY: setup demo test test-slow test-all test-browser bench clean
 
 setup: $(STAMP)
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[build,hub,test]'
+	$(PY) -m pip install --quiet -e '.[build,hub,test,ray]'
 	touch $(STAMP)
 
 demo: setup
@@ -28,6 +28,14 @@ test-slow: setup
 
 test-all: setup
 	$(PY) -m pytest -m ''
+
+# issue 21: the HTML report opened by headless Chromium (Debian's chromium + chromium-driver,
+# installed here when missing; selenium from PyPI). Not part of `make test`.
+test-browser: setup
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
+	@$(PY) -c 'import selenium' 2>/dev/null || $(PY) -m pip install --quiet -e '.[browser]'
+	$(PY) -m pytest -m browser
 
 bench: setup
 	$(PY) benchmarks/bench_pull.py

@@ -25,6 +25,7 @@ import click
 import torch
 
 import cbench
+from cbench.cli.executor_opts import executor_options
 from cbench.errors import BuildError, UsageError
 from cbench.labels import NONE_LABEL
 from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
@@ -266,6 +267,25 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
                        result.training_time_s, max_out, mean_out, released, "; ".join(reasons), effects)
 
 
+@dataclass(frozen=True)
+class SIITTask:
+    """One case to train: the unit of work of ``cbench build siit``, serial or on Ray workers."""
+
+    case: str
+    tracr_dir: Path
+    out_dir: Path
+    iit: bool
+    overrides: dict
+    keep_failed: bool
+    failed_dir: Path | None
+    progress: bool
+
+
+def train_task(task: SIITTask) -> SIITOutcome:
+    return train_case(task.case, task.tracr_dir, task.out_dir, iit=task.iit, overrides=task.overrides,
+                      keep_failed=task.keep_failed, failed_dir=task.failed_dir, progress=task.progress)
+
+
 def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
     """The extra output class of RASP ``None`` for a categorical case whose Tracr model gives no
     class somewhere on the training inputs (``low_level: {"none_class": false}`` turns it off)."""
@@ -359,9 +379,11 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--edge-weight", type=click.FloatRange(min=0), default=None,
               help="weight of edge-level strictness (0: node strictness only, as InterpBench) [default: the case spec's]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
+@click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
+@executor_options
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, source_gradients,
-                   edge_weight, no_progress):
+                   edge_weight, no_progress, resume, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
@@ -370,18 +392,47 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
                  "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients,
                  "edge_weight": edge_weight}
     rows, failed = [], []
+    from cbench.cli.executor_opts import make_cli_executor
+
+    ex = make_cli_executor(executor, ray_address, workers)
+    tasks = []
     for case in _parse_cases(cases, main_cases):
-        o = train_case(case, tracr_dir, out_dir, iit=iit, overrides=overrides, keep_failed=keep_failed,
-                       failed_dir=failed_dir, progress=not no_progress)
+        done = Path(out_dir) / f"{'iit-' if iit else ''}case-{case}" / "meta.json"
+        if resume and done.is_file():
+            click.echo(f"case {case}: already trained ({done.parent}; --resume)", err=True)
+            continue
+        tasks.append(SIITTask(case, Path(tracr_dir).resolve(), Path(out_dir).resolve(), iit, overrides, keep_failed,
+                              None if failed_dir is None else Path(failed_dir).resolve(),
+                              not no_progress and ex.name == "local"))
+    errors = []
+
+    def on_result(task, outcome, n, total):
+        if not outcome.ok:  # a local run stops at the first error as before; on Ray the others finish
+            if ex.name == "local":
+                raise (BuildError if outcome.cbench_error else RuntimeError)(outcome.error)
+            click.echo(f"case {task.case}: failed on {outcome.where} ({outcome.error})", err=True)
+            errors.append(f"case {task.case}: {outcome.error}")
+            return
+        o = outcome.value
         rows.append(o)
-        click.echo(f"case {o.case} ({o.kind}): {o.epochs} epochs, {o.seconds:.1f} s, acc {o.metrics['accuracy']:.4f} "
+        click.echo(f"{f'[{n}/{total}] ' if ex.name != 'local' else ''}case {o.case} ({o.kind}): {o.epochs} epochs, "
+                   f"{o.seconds:.1f} s, acc {o.metrics['accuracy']:.4f} "
                    f"IIA {o.metrics['iia']:.4f} SIIA {o.metrics['siia']:.4f}, max out-of-circuit effect "
                    f"{o.max_out_effect:.4f} -> {'released: ' + str(o.path) if o.released else 'NOT released: ' + o.reason}",
                    err=True)
         sys.stderr.flush()
         if not o.released:
             failed.append(o)
+
+    try:
+        ex.map(train_task, tasks, on_result)
+    finally:
+        ex.close()
+    order = [t.case for t in tasks]
+    rows.sort(key=lambda o: order.index(o.case))
     click.echo(format_table(rows))
+    if errors:
+        raise BuildError(f"{len(errors)} case(s) failed to train: " + "; ".join(errors))
     if failed:
         raise BuildError(f"{len(failed)} case(s) missed a release gate: "
                          + ", ".join(f"case {o.case} ({o.reason})" for o in failed))

@@ -39,6 +39,9 @@ COMMANDS = {
     "find": "cbench.cli.find_cmds:find",
     # causal-variable track (issue 19)
     "localize": "cbench.cli.localize_cmd:localize",
+    # the static HTML leaderboard (issue 21)
+    "report": "cbench.cli.report_cmds:report",
+    "submit": "cbench.cli.report_cmds:submit",
 }
 
 

@@ -41,4 +41,10 @@ def demo(cases, methods, out_dir, n_examples):
     if table.is_file():
         click.echo("")
         click.echo(table.read_text())
+    from cbench.report import build_report
+
+    html_dir = Path(out_dir) / "html"
+    click.echo(f"== cbench report {out_dir} --html {html_dir}")
+    index = build_report(out_dir, html_dir, echo=click.echo)
     click.echo(f"== demo finished in {time.perf_counter() - t0:.0f} s; results in {out_dir}/")
+    click.echo(f"HTML report: {index.resolve()}")

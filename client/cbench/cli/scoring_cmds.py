@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from cbench.cli import use_cpu_threads
+from cbench.cli.executor_opts import executor_options
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
 ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
@@ -406,9 +407,12 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--track", type=click.Choice(["circuits", "causal-variables"]), default="circuits", show_default=True,
               help="causal-variables: localize every variable with each featurizer (--methods names featurizers)")
-def bench(cases, methods, out_dir, n_examples, sampled, seed, track):
+@executor_options
+def bench(cases, methods, out_dir, n_examples, sampled, seed, track, executor, ray_address, workers):
     """Run discovery methods on cases, score them against the ground truth and write a report
-    directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable."""
+    directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
+    --executor ray the (case, method) tasks run on Ray workers and the files are the same."""
+    from cbench.cli.executor_opts import make_cli_executor
     from cbench.scoring.bench import run_bench
 
     use_cpu_threads()
@@ -417,4 +421,9 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track):
 
         return run_from_cli(cases, methods, out_dir, n_examples, echo=click.echo)
 
-    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo)
+    ex = make_cli_executor(executor, ray_address, workers)
+    try:
+        run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo,
+                  executor=None if ex.name == "local" else ex)
+    finally:
+        ex.close()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -133,9 +134,109 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     return doc
 
 
-def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
-              seed: int = 0, echo: Callable[[str], None] = print) -> dict:
+@dataclass(frozen=True)
+class BenchTask:
+    """One unit of work of the bench: a method on a case's model, with the bench's hyperparameters
+    and data. The serial loop and every executor's worker run it through :func:`discover_task`."""
+
+    case: str  # the case label (the scores file's directory)
+    model: str  # the model's artifact directory (a worker that lacks it resolves ``case`` itself)
+    method: str
+    n_examples: int
+    sampled: bool
+    seed: int
+
+
+_WORKER_CASES: dict = {}  # per worker process: the last case's artifact and data, reused across its methods
+
+
+def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
+    """The edge-scores document of one task. ``artifact`` and ``case_data`` (a callable giving the
+    case's scoring task and pair data) come from the serial loop; a worker loads them itself."""
     from cbench.discovery import discover, to_edge_scores_document
+
+    if artifact is None:
+        artifact, case_data = _worker_case(task)
+    sc, data = case_data()
+    result = discover(sc.runtime, data, task.method, bench_hyperparameters(task.method, task.case), progress=False)
+    return to_edge_scores_document(result, task.case, {"repo": None, "revision": None, "kind": artifact.model_kind},
+                                   d_model=artifact.config.get("d_model"))
+
+
+def _worker_case(task: BenchTask):
+    from cbench.artifacts import read_model_artifact
+    from cbench.cli import use_cpu_threads
+    from cbench.scoring.task import case_from_artifact, pair_data
+
+    key = (task.case, task.model, task.n_examples, task.sampled, task.seed)
+    if key not in _WORKER_CASES:
+        use_cpu_threads()  # the driver's CBENCH_THREADS: results depend on the thread count
+        artifact = read_model_artifact(task.model) if Path(task.model).is_dir() else _resolve(task.case)[1]
+        sc = case_from_artifact(artifact)
+        data = pair_data(sc, n=task.n_examples, seed=task.seed, sampled=task.sampled)
+        _WORKER_CASES.clear()
+        _WORKER_CASES[key] = (artifact, (sc, data))
+    artifact, prepared = _WORKER_CASES[key]
+    return artifact, lambda: prepared
+
+
+def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Callable[[str], None]):
+    """Write one task's outcome: its scores file, or its one-line failure. The scores document, or
+    None for a failure (recorded in ``failures``)."""
+    path = out / "scores" / task.case / f"{task.method}.json"
+    fp = out / "failures" / task.case / f"{task.method}.txt"
+    if outcome.ok:
+        _atomic_json(path, outcome.value)
+        fp.unlink(missing_ok=True)
+        return outcome.value
+    echo(f"case {task.case}, {task.method}: failed ({outcome.error})")
+    failures.setdefault(task.case, {})[task.method] = outcome.error
+    fp.parent.mkdir(parents=True, exist_ok=True)
+    fp.write_text(outcome.error + "\n")
+    return None
+
+
+def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo) -> dict:
+    """With a parallel executor: run every unfinished (case, method) task on it, each result
+    written here as it arrives (so a killed run resumes). {(case, method): error} of the failed."""
+    from cbench.executor import progress_line
+
+    if executor is None:  # the serial loop runs each task itself
+        return {}
+    tasks = []
+    for case_arg in case_list:
+        try:
+            label, artifact = _resolve(case_arg)
+        except CbenchError:
+            continue  # the scoring loop reports it
+        if not artifact.circuit:
+            continue
+        for method in method_list:
+            path = out / "scores" / label / f"{method}.json"
+            if _load_existing(path, artifact.graph, label, method, artifact.model_kind,
+                              lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
+                              sampled, seed) is None:
+                tasks.append(BenchTask(label, str(artifact.path), method, n_examples, sampled, seed))
+    echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
+         f"({len(case_list) * len(method_list) - len(tasks)} finished before)")
+    failed: dict = {}
+    t0 = time.perf_counter()
+
+    def on_result(task, outcome, done, total):
+        echo(progress_line(done, total, f"case {task.case}, {task.method}", outcome, t0))
+        if _store_outcome(out, task, outcome, {}, lambda _: None) is None:
+            failed[(task.case, task.method)] = outcome.error
+
+    executor.map(discover_task, tasks, on_result)
+    return failed
+
+
+def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
+              seed: int = 0, echo: Callable[[str], None] = print, executor=None) -> dict:
+    """Run and score every (case, method). ``executor`` (:mod:`cbench.executor`) runs the discovery
+    tasks that are not finished yet, each result written as it arrives, before the loop below
+    scores them; None: the loop runs each task itself (the serial default)."""
+    from cbench.executor import run_task
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results
     from cbench.scoring.task import case_from_artifact, pair_data
@@ -147,6 +248,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
+    remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo)
     auroc: dict[str, dict[str, float | None]] = {}
     node_auroc: dict[str, dict[str, float | None]] = {}
     rocs: dict[str, dict[str, tuple]] = {}
@@ -187,24 +289,14 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed)
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
+            if doc is None and (label, method) in remote_failures:  # failed on a worker just now
+                failures.setdefault(label, {})[method] = remote_failures[(label, method)]
+                continue
             if doc is None:
-                try:
-                    sc, data = case_data()
-                    result = discover(sc.runtime, data, method, bench_hyperparameters(method, label),
-                                      progress=False)
-                    doc = to_edge_scores_document(result, label, {"repo": None, "revision": None,
-                                                                  "kind": artifact.model_kind},
-                                                  d_model=artifact.config.get("d_model"))
-                    _atomic_json(path, doc)
-                    (out / "failures" / label / f"{method}.txt").unlink(missing_ok=True)
-                except Exception as exc:  # noqa: BLE001 - one failed run must not end a long bench
-                    if not isinstance(exc, CbenchError):
-                        exc = f"internal error: {type(exc).__name__}: {exc}"
-                    echo(f"case {label}, {method}: failed ({exc})")
-                    failures.setdefault(label, {})[method] = str(exc)
-                    fp = out / "failures" / label / f"{method}.txt"
-                    fp.parent.mkdir(parents=True, exist_ok=True)
-                    fp.write_text(str(exc) + "\n")
+                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed)
+                doc = _store_outcome(out, task, run_task(lambda t: discover_task(t, artifact, case_data), task),
+                                     failures, echo)
+                if doc is None:
                     continue
             res = score_against_truth(graph, doc, truth)
             auroc.setdefault(label, {})[method] = res.edge_auroc

@@ -1,0 +1,6 @@
+"""Static HTML report of bench results (``cbench report``) and submissions (``cbench submit``)."""
+
+from cbench.report.site import build_report
+from cbench.report.submit import submit
+
+__all__ = ["build_report", "submit"]

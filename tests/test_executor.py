@@ -1,0 +1,102 @@
+"""The executors (local and Ray) and `cbench bench` through them: same files as the serial run
+(up to the clock readings), resumable, bad options refused with one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import pytest
+
+import _report_toy as R
+from cbench.cli import main
+from cbench.errors import CbenchError, UsageError
+from cbench.executor import LocalExecutor, Outcome, make_executor, progress_line, run_task
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _square(x):
+    if x == 3:
+        raise CbenchError("three is refused")
+    if x == 4:
+        raise ValueError("four breaks")
+    return x * x
+
+
+def test_local_executor_runs_in_order_and_turns_errors_into_outcomes():
+    seen = []
+    LocalExecutor().map(_square, [1, 2, 3, 4], lambda t, o, n, total: seen.append((t, o, n, total)))
+    assert [(t, n, total) for t, _, n, total in seen] == [(1, 1, 4), (2, 2, 4), (3, 3, 4), (4, 4, 4)]
+    assert [o.value for _, o, _, _ in seen[:2]] == [1, 4] and all(o.ok for _, o, _, _ in seen[:2])
+    assert seen[2][1] == Outcome(False, error="three is refused", cbench_error=True, where=seen[2][1].where)
+    assert not seen[3][1].ok and seen[3][1].error == "internal error: ValueError: four breaks"
+    assert not seen[3][1].cbench_error
+    line = progress_line(3, 4, "case 3, acdc", seen[2][1], time.perf_counter())
+    assert line.startswith("[3/4 ") and "case 3, acdc: failed (three is refused)" in line
+
+
+def test_make_executor_refuses_options_of_the_other_executor():
+    assert make_executor("local").name == "local"
+    for kwargs, needle in (({"address": "auto"}, "--ray-address needs --executor ray"),
+                           ({"workers": 2}, "--workers needs --executor ray"),):
+        with pytest.raises(UsageError, match=needle):
+            make_executor("local", **kwargs)
+    with pytest.raises(UsageError, match="--executor must be one of local, ray"):
+        make_executor("dask")
+
+
+def test_bench_through_an_executor_writes_the_serial_files(tmp_path, capsys):
+    """The executor path (tasks dispatched, results written as they arrive, then scored) gives
+    the serial loop's files; a second run through it finds every task finished."""
+    from cbench.scoring.bench import run_bench
+
+    cases = R.write_cases(tmp_path / "cases")
+    code, _, err = run(capsys, *R.bench_args(cases, tmp_path / "serial"))
+    assert code == 0, err
+    lines = []
+    run_bench(cases, R.METHODS, str(tmp_path / "pooled"), n_examples=16, sampled=True, echo=lines.append,
+              executor=LocalExecutor())
+    assert "6 discovery task(s) to run on local (0 finished before)" in lines
+    assert sum(line.startswith("[") and ": ok (" in line for line in lines) == 6
+    serial, pooled = R.tree(tmp_path / "serial"), R.tree(tmp_path / "pooled")
+    assert sorted(serial) == sorted(pooled) and "scores/toy4/acdc.json" in serial and "roc_toy4.png" in serial
+    for name in serial:
+        assert R.normalized(serial[name]) == R.normalized(pooled[name]), name
+    stamp = (tmp_path / "pooled" / "scores" / "toy3" / "eap.json").stat().st_mtime_ns
+    lines.clear()
+    run_bench(cases, R.METHODS, str(tmp_path / "pooled"), n_examples=16, sampled=True, echo=lines.append,
+              executor=LocalExecutor())
+    assert "0 discovery task(s) to run on local (6 finished before)" in lines
+    assert (tmp_path / "pooled" / "scores" / "toy3" / "eap.json").stat().st_mtime_ns == stamp
+
+
+def test_bench_executor_option_errors(tmp_path, capsys):
+    code, _, err = run(capsys, "bench", "--cases", "3", "--out", str(tmp_path / "o"), "--ray-address", "auto")
+    assert code == 2 and err.strip() == "error: --ray-address needs --executor ray"
+    code, _, err = run(capsys, "bench", "--cases", "3", "--out", str(tmp_path / "o"), "--executor", "spark")
+    assert code == 2 and "'spark' is not one of 'local', 'ray'" in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'cbench[ray]')")
+def test_bench_on_local_ray_with_two_cpus_matches_the_serial_run(tmp_path, capsys):
+    cases = R.write_cases(tmp_path / "cases")
+    code, _, err = run(capsys, *R.bench_args(cases, tmp_path / "serial"))
+    assert code == 0, err
+    code, out, err = run(capsys, *R.bench_args(cases, tmp_path / "ray"), "--executor", "ray", "--workers", "2")
+    assert code == 0, err
+    assert "with 2 CPUs" in err and "6 discovery task(s) to run on ray" in out
+    assert out.count(": ok (") == 6
+    serial, ray = R.tree(tmp_path / "serial"), R.tree(tmp_path / "ray")
+    assert sorted(serial) == sorted(ray)
+    for name in serial:
+        assert R.normalized(serial[name]) == R.normalized(ray[name]), name
+    # byte for byte where no clock is written: the scores' edges and every plot
+    assert (serial["roc_toy3.png"].read_bytes() == ray["roc_toy3.png"].read_bytes())

@@ -1,0 +1,163 @@
+"""`cbench report --html` and `cbench submit` on toy bench results: the site's pages, links and
+images exist and work from file:// (no remote asset), the leaderboard's rows and statistics, and
+submissions in cbench and MIB format; bad input gets one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import _report_toy as R
+import _scoring_toy as T
+from cbench.cli import main
+from cbench.graph import Graph
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs, self.rows = [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("href", "src"):
+            if a.get(key):
+                self.refs.append((tag, a[key]))
+        if tag == "tr" and "data-name" in a:
+            self.rows.append((a["data-name"], a.get("class")))
+
+
+def parse(path: Path) -> Links:
+    p = Links()
+    p.feed(path.read_text())
+    return p
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    cases = R.write_cases(root / "cases")
+    assert main(R.bench_args(cases, root / "bench")) in (0, None)
+    return root
+
+
+def test_report_builds_a_static_site_whose_links_and_images_resolve(site, capsys):
+    out = site / "html"
+    code, stdout, err = run(capsys, "report", str(site / "bench"), "--html", str(out))
+    assert code == 0, err
+    assert stdout.strip() == str((out / "index.html").resolve())
+    pages = sorted(out.rglob("*.html"))
+    names = {str(p.relative_to(out)) for p in pages}
+    assert names == {"index.html", "cases/toy3.html", "cases/toy4.html", "methods/eap.html", "methods/acdc.html",
+                     "methods/random.html"}
+    for page in pages:
+        for tag, ref in parse(page).refs:
+            assert not re.match(r"^(https?:)?//", ref), f"{page}: remote {ref}"  # works from file://, offline
+            target = (page.parent / ref.split("#")[0]).resolve()
+            assert target.is_file(), f"{page}: broken link {ref}"
+            if tag == "img":
+                assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    index = parse(out / "index.html")
+    assert [name for name, _ in index.rows][0] in ("eap", "acdc")  # ranked by mean AUROC
+    assert dict(index.rows)["random"] == "random" and dict(index.rows)["eap"] == "method"
+    html = (out / "index.html").read_text()
+    bench = json.loads((site / "bench" / "results.json").read_text())
+    eap = bench["results"]["auroc"]["toy3"]["eap"]
+    assert f">{eap:.3f}<" in html and "p vs acdc" in html
+    stats = json.loads(re.search(r'<script type="application/json" id="stats">(.*?)</script>', html, re.S).group(1))
+    assert set(stats) == {"eap", "acdc", "random"}
+    assert stats["acdc"]["eap"]["a12"] == pytest.approx(1 - stats["eap"]["acdc"]["a12"])
+    case = (out / "cases" / "toy3.html").read_text()
+    assert "roc_toy3.png" in case and "circuit_toy3_eap.png" in case and "circuit_toy3.png" in case
+    site_doc = json.loads((out / "site.json").read_text())
+    assert site_doc["against"] == "acdc" and site_doc["cases"] == ["toy3", "toy4"]
+
+
+def test_circuit_drawing_is_deterministic_and_highlights_the_top_edges():
+    from cbench.report.circuit_plot import draw_circuit, top_edges
+
+    g = Graph(2, 2)
+    truth = T.toy_circuit_edges(g)
+    scores = np.array([1.0 if e.name in set(truth) else 0.0 for e in g.edges])
+    doc = T.edge_scores_doc(g, scores)
+    k = len({e.split("<")[0] for e in truth})
+    top = top_edges(g, doc, k)
+    assert top == {e.split("<")[0] for e in truth}
+    a, b = draw_circuit(g, truth, top, "t"), draw_circuit(g, truth, top, "t")
+    assert a == b and a[:8] == b"\x89PNG\r\n\x1a\n" and a != draw_circuit(g, truth, None, "t")
+
+
+def test_submit_cbench_and_mib_files_become_leaderboard_entries(site, capsys, tmp_path):
+    out = tmp_path / "html"
+    assert run(capsys, "report", str(site / "bench"), "--html", str(out), "--against", "eap")[0] == 0
+    g = Graph(2, 2)
+    truth = set(T.toy_circuit_edges(g))
+    scores = np.array([1.0 + 0.01 * i if e.name in truth else 0.01 * i for i, e in enumerate(g.edges)])
+    doc = T.edge_scores_doc(g, scores, case="toy3")
+    doc["method"]["name"] = "perfect"
+    (tmp_path / "perfect.json").write_text(json.dumps(doc))
+    code, stdout, err = run(capsys, "submit", str(tmp_path / "perfect.json"), "--report", str(out))
+    assert code == 0, err
+    assert "valid (cbench edge-scores) for case toy3" in err and "edge AUROC 1.0000" in err
+    assert stdout.strip() == str((out / "index.html").resolve())
+    assert (out / "submissions" / "perfect" / "toy3.json").is_file()
+    index = parse(out / "index.html")
+    assert ("perfect", "submission") in index.rows
+    row = re.search(r'<tr class="submission" data-name="perfect">(.*?)</tr>', (out / "index.html").read_text(), re.S)
+    assert '<td data-value="1.0"><b>1.000</b></td>' in row.group(1)  # its mean edge AUROC
+    assert (out / "methods" / "perfect.html").is_file() and (out / "img" / "circuit_toy3_perfect.png").is_file()
+    assert "p vs eap" in (out / "index.html").read_text()
+
+    mib = {"cfg": doc["cfg"], "nodes": {n: True for n in g.node_names},
+           "edges": {k: v for k, v in doc["edges"].items()}}
+    (tmp_path / "mib.json").write_text(json.dumps(mib))
+    code, _, err = run(capsys, "submit", str(tmp_path / "mib.json"), "--report", str(out), "--name", "mib-entry")
+    assert code == 2 and err.strip() == f"error: {tmp_path / 'mib.json'} is MIB's graph JSON, which names no case: " \
+                                        "say which with --case"
+    code, _, err = run(capsys, "submit", str(tmp_path / "mib.json"), "--report", str(out), "--name", "mib-entry",
+                       "--case", "toy4")
+    assert code == 0, err
+    assert "valid (MIB graph JSON) for case toy4" in err
+    kept = json.loads((out / "submissions" / "mib-entry" / "toy4.json").read_text())
+    assert kept["schema"] == "cbench/edge-scores/v1" and kept["nodes"]["a0.h0"] == {"in_graph": True}
+    assert ("mib-entry", "submission") in parse(out / "index.html").rows
+
+
+def test_submit_and_report_refuse_bad_input_with_one_line(site, capsys, tmp_path):
+    out = tmp_path / "html"
+    code, _, err = run(capsys, "submit", str(site / "bench" / "results.json"), "--report", str(out))
+    assert code == 2 and "no report there yet" in err and err.count("\n") == 1
+    assert run(capsys, "report", str(site / "bench"), "--html", str(out))[0] == 0
+    g = Graph(2, 2)
+    doc = T.edge_scores_doc(g, np.zeros(g.n_edges), case="toy3")
+    del doc["edges"]["input->a0.h0<q>"]
+    (tmp_path / "short.json").write_text(json.dumps(doc))
+    code, _, err = run(capsys, "submit", str(tmp_path / "short.json"), "--report", str(out), "--name", "x")
+    assert code == 1 and "input->a0.h0<q>" in err and "Traceback" not in err
+    assert not (out / "submissions" / "x").exists()
+    doc = T.edge_scores_doc(g, np.zeros(g.n_edges), case="toy9")
+    (tmp_path / "other.json").write_text(json.dumps(doc))
+    code, _, err = run(capsys, "submit", str(tmp_path / "other.json"), "--report", str(out), "--name", "x")
+    assert code == 2 and "case 'toy9' is not in the bench results" in err
+    doc["case"] = "toy3"
+    (tmp_path / "other.json").write_text(json.dumps(doc))
+    code, _, err = run(capsys, "submit", str(tmp_path / "other.json"), "--report", str(out), "--name", "eap")
+    assert code == 2 and "is a method of the bench" in err
+    code, _, err = run(capsys, "report", str(site / "bench"), "--html", str(out), "--against", "acdd")
+    assert code == 2 and "--against 'acdd' is not a method" in err and "acdc" in err
+    code, _, err = run(capsys, "report", str(tmp_path), "--html", str(out))
+    assert code == 2 and "no results.json" in err
