@@ -35,6 +35,8 @@ COMMANDS = {
     "bench": "cbench.cli.scoring_cmds:bench",
     "verify": "cbench.cli.verify_cmd:verify",
     "demo": "cbench.cli.demo_cmd:demo",
+    # ecosystem (issue 18)
+    "export": "cbench.cli.export_cmd:export",
 }
 
 
