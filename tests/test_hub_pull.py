@@ -263,7 +263,7 @@ def _olah_serving(hub_dir: Path) -> set[int]:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"olah.server" in args and b"--config" in args:
+        if (b"olah.server" in args or b"cbench.hub_api" in args) and b"--config" in args:
             try:
                 cfg = Path(args[args.index(b"--config") + 1].decode()).read_text()
             except (OSError, IndexError):

@@ -9,6 +9,7 @@ tags, task_categories, size_categories, and for datasets the ``configs:`` block 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import jinja2
@@ -31,10 +32,15 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_card(template: str, context: dict) -> str:
-    """Render ``cards/<template>.md.j2`` with ``context``; a missing variable is a BuildError."""
+def render_card(template: str, context: dict, data_root: str | os.PathLike | None = None) -> str:
+    """Render ``cards/<template>.md.j2`` with ``context``; a missing variable is a BuildError.
+
+    The front matter is then rebuilt with ``huggingface_hub``'s card data classes
+    (:func:`with_hub_metadata`); ``data_root`` (a dataset's directory) adds ``dataset_info``."""
+    context = _model_defaults(template, context)
     try:
-        return _env().get_template(f"{template}.md.j2").render(**context)
+        text = _env().get_template(f"{template}.md.j2").render(**context)
+        return with_hub_metadata(template, text, context, Path(data_root) if data_root is not None else None)
     except jinja2.TemplateNotFound:
         raise BuildError(f"no card template {template!r} in {CARDS_DIR}") from None
     except jinja2.UndefinedError as exc:
@@ -48,3 +54,139 @@ def size_category(n_rows: int) -> str:
         if n_rows < limit:
             return name
     return "n>10M"
+
+
+# --------------------------------------------------------------------------- Hub metadata conventions
+# Front matter is rebuilt with huggingface_hub's card data classes (ModelCardData, DatasetCardData,
+# EvalResult -> model-index), so the Hub and `huggingface_hub.ModelCard.load(...).data` read it the
+# way they read any card: `datasets:` links, eval results, `dataset_info`, a default config.
+
+MODEL_TEMPLATES = {"siit_model", "tracr_model"}
+DATASET_TEMPLATES = {"dataset_counterfactuals", "dataset_circuits", "dataset_ioi", "dataset_tracr_programs"}
+# datasets each kind of model card links to
+MODEL_DATASETS = {"siit_model": ["cbench/counterfactuals", "cbench/circuits"],
+                  "tracr_model": ["cbench/tracr-programs", "cbench/circuits", "cbench/counterfactuals"]}
+# the config a dataset loads when none is named (load_dataset("cbench/circuits"))
+DEFAULT_CONFIG = {"dataset_circuits": "case-3", "dataset_counterfactuals": "case-3"}
+
+
+def _front_matter(text: str) -> tuple[dict, str]:
+    import yaml
+
+    if not text.startswith("---\n"):
+        raise BuildError("a card must start with YAML front matter (---)")
+    end = text.index("\n---\n", 4)
+    return yaml.safe_load(text[4:end]) or {}, text[end + 5:]
+
+
+def _gates(context: dict) -> list[tuple[str, float]]:
+    """(name, value) of every release gate in a verify report (object or dict), if any."""
+    report = context.get("verify")
+    gates = getattr(report, "gates", None) if report is not None else None
+    if gates is None and isinstance(report, dict):
+        gates = report.get("gates")
+    out = []
+    for g in gates or []:
+        name = getattr(g, "name", None) if not isinstance(g, dict) else g.get("name")
+        value = getattr(g, "value", None) if not isinstance(g, dict) else g.get("value")
+        if isinstance(name, str) and isinstance(value, (int, float)):
+            out.append((name, float(value)))
+    return out
+
+
+def model_card_data(template: str, data: dict, context: dict):
+    """ModelCardData for a model card: the template's fields plus ``datasets`` and a
+    ``model-index`` with the validation metrics and release gates as eval results."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    repo, case, meta = context["repo"], context["case"], context.get("meta") or {}
+    results = []
+    common = dict(task_type="other", task_name=f"circuit implementation (case {case})",
+                  dataset_type="cbench/counterfactuals", dataset_name="cbench counterfactual pairs",
+                  dataset_config=f"case-{case}", dataset_split="validation")
+    for key, name in (("accuracy", "accuracy"), ("iia", "interchange intervention accuracy (IIA)"),
+                      ("siia", "strict interchange intervention accuracy (SIIA)")):
+        value = (meta.get("metrics") or {}).get(key)
+        if isinstance(value, (int, float)):
+            results.append(EvalResult(metric_type=key, metric_name=name, metric_value=float(value), **common))
+    exact = (meta.get("exactness") or {}) if isinstance(meta.get("exactness"), dict) else {}
+    if template == "tracr_model" and "n_inputs" in exact:
+        results.append(EvalResult(metric_type="exact_match", metric_name="agreement with the RASP program",
+                                  metric_value=1.0, **dict(common, dataset_split="all inputs checked")))
+    for name, value in _gates(context):
+        results.append(EvalResult(metric_type=f"gate/{name}", metric_name=f"release gate: {name}",
+                                  metric_value=value, **common))
+    fields = {k: v for k, v in data.items() if k not in ("datasets", "model-index", "model_name")}
+    return ModelCardData(model_name=repo, datasets=MODEL_DATASETS[template], eval_results=results or None, **fields)
+
+
+def dataset_info(root: Path, configs: list[dict]) -> list[dict]:
+    """``dataset_info`` entries (features, splits with sizes) read from the parquet files."""
+    import pyarrow.parquet as pq
+    from datasets import Features
+
+    out = []
+    for c in configs:
+        features, splits, size, download = None, [], 0, 0
+        for f in c.get("data_files") or []:
+            paths = f["path"] if isinstance(f["path"], list) else [f["path"]]
+            n, nbytes = 0, 0
+            for p in paths:
+                pf = pq.ParquetFile(root / p)
+                n += pf.metadata.num_rows
+                nbytes += sum(pf.metadata.row_group(i).total_byte_size for i in range(pf.metadata.num_row_groups))
+                download += (root / p).stat().st_size
+                if features is None:
+                    features = Features.from_arrow_schema(pf.schema_arrow)._to_yaml_list()
+            splits.append({"name": f["split"], "num_bytes": nbytes, "num_examples": n})
+            size += nbytes
+        if features is not None:
+            out.append({"config_name": c["config_name"], "features": features, "splits": splits,
+                        "download_size": download, "dataset_size": size})
+    return out
+
+
+def dataset_card_data(template: str, data: dict, data_root: Path | None):
+    """DatasetCardData for a dataset card: the template's fields, a default config where one
+    makes sense, and ``dataset_info`` when the data files are at hand."""
+    from huggingface_hub import DatasetCardData
+
+    fields = dict(data)
+    configs = fields.get("configs") or []
+    default = DEFAULT_CONFIG.get(template)
+    if default and not any(c.get("default") for c in configs):
+        for c in configs:
+            if c.get("config_name") == default:
+                c["default"] = True
+    if data_root is not None and configs:
+        fields["dataset_info"] = dataset_info(Path(data_root), configs)
+    return DatasetCardData(**fields)
+
+
+def with_hub_metadata(template: str, text: str, context: dict, data_root: Path | None = None) -> str:
+    """A rendered card with its front matter rebuilt through huggingface_hub's card data classes."""
+    data, body = _front_matter(text)
+    if template in MODEL_TEMPLATES:
+        card_data = model_card_data(template, data, context)
+    elif template in DATASET_TEMPLATES:
+        card_data = dataset_card_data(template, data, data_root)
+    else:
+        return text
+    return f"---\n{card_data.to_yaml()}\n---\n{body}"
+
+
+def _model_defaults(template: str, context: dict) -> dict:
+    """``kind`` and an ``example_input`` (tokens of the vocabulary, BOS and PAD left out) for the
+    model cards' shared sections."""
+    if template not in MODEL_TEMPLATES:
+        return context
+    from cbench.tokenizer import token_string
+
+    ctx = dict(context)
+    meta = ctx.get("meta") or {}
+    ctx.setdefault("kind", "tracr")
+    skip = {meta.get("bos_token"), meta.get("pad_token")}
+    words = [token_string(t) for t in meta.get("input_tokens", []) if t not in skip]
+    n = max(1, min(int(meta.get("min_seq_len") or 3), 3, len(words)))
+    ctx.setdefault("example_input", " ".join(words[:n]))
+    return ctx

@@ -203,7 +203,7 @@ def write_counterfactuals_card(root: Path) -> Path:
         "repo": _repo("counterfactuals"), "configs": configs, "size_category": size_category(total),
         "command": command, "cbench_version": cbench.__version__,
         "enumerate_limit": f"{counterfactuals.ENUMERATE_LIMIT:,}", "tie_gap": f"{TIE_GAP:g}",
-    })
+    }, data_root=root)
     return _write_text(root / "README.md", text)
 
 
@@ -228,7 +228,7 @@ def write_circuits_card(root: Path) -> Path:
         "repo": _repo("circuits"), "configs": configs, "size_category": size_category(total),
         "command": _canonical_command(["circuits"], [c["case"] for c in configs]),
         "cbench_version": cbench.__version__,
-    })
+    }, data_root=root)
     return _write_text(root / "README.md", text)
 
 
@@ -245,7 +245,7 @@ def write_ioi_card(root: Path, build: ioi.IOIBuild) -> Path:
         "split_pattern": vocab["split_pattern"], "seed": build.seed, "cbench_version": cbench.__version__,
         "command": _canonical_command(["ioi"], ioi_sizes=build.sizes, ioi_seed=build.seed,
                                       ioi_cfs=build.counterfactuals),
-    })
+    }, data_root=root)
     return _write_text(root / "README.md", text)
 
 

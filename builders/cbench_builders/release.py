@@ -81,7 +81,25 @@ def release(built: dict[str, Path], version: str, zoo: Path, only: set[str] | No
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         released.append(f"{ORG}/{name}@{version}")
+        _record_release_date(zoo, f"{repo_type}s/{ORG}/{name}/{version}")
     return released
+
+
+def _record_release_date(zoo: Path, key: str) -> None:
+    """Record when a release entered the zoo (``releases/release-dates.json``): every hub seeded
+    from the zoo publishes it with this date, so its commit sha is the same everywhere and its
+    date is the real one (see :func:`cbench.hub.release_dates`)."""
+    from cbench.artifacts import write_json
+    from cbench.hub import RELEASE_DATES_FILE
+
+    path = zoo / "releases" / RELEASE_DATES_FILE
+    try:
+        dates = json.loads(path.read_text())
+    except (OSError, ValueError):
+        dates = {}
+    if key not in dates:
+        dates[key] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        write_json(path, dict(sorted(dates.items())))
 
 
 def write_index(zoo: Path, version: str) -> Path:

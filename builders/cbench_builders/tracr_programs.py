@@ -123,7 +123,7 @@ def write_dataset(rows: list[dict], out_dir: str | os.PathLike, repo: str = "cbe
             "rows": [{"case_id": r["case_id"], "task_type": r["task_type"], "source": r["source"],
                       "n_layers": r["n_layers"], "n_heads": r["n_heads"], "d_model": r["d_model"],
                       "n_edges": len(r["circuit_edges"]), "description": r["description"]} for r in rows],
-        })
+        }, data_root=tmp)
         (tmp / "README.md").write_text(card, encoding="utf-8")
         if target.exists():
             backup = Path(out_dir) / f".{DATASET_DIR}.old-{uuid.uuid4().hex[:12]}"

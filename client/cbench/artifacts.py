@@ -406,18 +406,33 @@ class ModelArtifact:
         except (SafetensorError, ValueError, RuntimeError) as e:
             raise ArtifactError(f"{self.weights_path}: not a readable safetensors file ({e})") from None
 
-    def load_model(self):
+    def tokenizer(self):
+        """The model's word-level :class:`tokenizers.Tokenizer`: ``tokenizer.json`` when the
+        artifact has one, else built from meta.json (artifacts released before it existed)."""
+        from cbench.tokenizer import read_tokenizer
+
+        return read_tokenizer(self.path, self.meta)
+
+    def load_model(self, tokenizer: bool = True):
         """A CPU HookedTransformer in eval mode with use_attn_result, use_split_qkv_input and
-        use_hook_mlp_in on (see :func:`cbench.transformer_lens_adapter.build_model`)."""
-        from cbench.transformer_lens_adapter import build_model
+        use_hook_mlp_in on (see :func:`cbench.transformer_lens_adapter.build_model`), with the
+        model's tokenizer attached (``model.to_tokens("x a b")`` prepends BOS)."""
+        from cbench.transformer_lens_adapter import attach_tokenizer, build_model
 
         weights = self.state_dict()
         try:
-            return build_model(self.config, weights)
+            model = build_model(self.config, weights)
         except HashMismatchError:
             raise
         except ArtifactError as e:
             raise ArtifactError(f"{self.path}: {e}") from None
+        if tokenizer:
+            from cbench.tokenizer import token_string
+
+            pad = self.meta.get("pad_token")
+            attach_tokenizer(model, self.tokenizer(), bos=token_string(self.meta.get("bos_token", "BOS")),
+                             pad=None if pad is None else token_string(pad), name=f"cbench/{self.path.name}")
+        return model
 
 
 def _require_dir(path: Path) -> None:
@@ -553,6 +568,7 @@ def write_model_artifact(
     subartifacts: Mapping[str, str | os.PathLike] | None = None,
     *,
     overwrite: bool = False,
+    tokenizer: bool = True,
 ) -> ModelArtifact:
     """Write ``model`` (a HookedTransformer) as an artifact directory at ``path``.
 
@@ -561,7 +577,9 @@ def write_model_artifact(
     POSIX paths, files inside sub-artifacts included). ``subartifacts`` maps a name (e.g.
     ``"tracr"``) to a directory (an artifact, verified before it is copied) or a file to copy in.
     Every JSON document is validated before anything is written, and the finished directory is
-    verified by reading it back before it replaces anything. Returns the verified artifact.
+    verified by reading it back before it replaces anything. With ``tokenizer`` (the default)
+    the model's ``tokenizer.json`` is written too (:mod:`cbench.tokenizer`). Returns the verified
+    artifact.
     """
     from cbench.transformer_lens_adapter import config_to_json, model_state_dict
 
@@ -618,6 +636,10 @@ def write_model_artifact(
         if readme is not None:
             text = readme if readme.endswith("\n") else readme + "\n"
             (tmp / README_FILE).write_bytes(text.encode("utf-8"))
+        if tokenizer:
+            from cbench.tokenizer import write_tokenizer
+
+            write_tokenizer(tmp, meta_doc)
         for name, src in sorted(subartifacts.items()):
             _copy_subartifact(Path(src), tmp / name, name)
         meta_doc["files"] = {rel: sha256_file(tmp / rel) for rel in artifact_files(tmp) if rel != META_FILE}

@@ -12,7 +12,11 @@ same thing with the hub directory named ``mirrors``.
 Publishing (:func:`publish`) validates a release directory, then writes one commit whose tree is
 exactly the directory's files and an annotated tag ``vX.Y.Z``. Commits are deterministic: author,
 committer and tagger are fixed and their dates derive from the version, so the same content
-published the same way (same history) gives the same commit and tag shas. The commit is built in
+published the same way (same history, same date) gives the same commit and tag shas. The date
+is the release's: ``publish(..., date=...)`` (``cbench publish --date``), which the default hub's
+seeding takes from ``model_zoo/releases/release-dates.json`` (the time each release was committed
+to the zoo, recorded once, so every rebuild of the hub gives the same shas); without one it is a
+fixed date derived from the version (:func:`version_timestamp`, in 2024, never in the future). The commit is built in
 a temporary index and the branch and tag are moved in one ``git update-ref`` transaction, so a
 refusal or a failure leaves the repository as it was. A URL target goes through
 ``HfApi.upload_folder`` + ``create_tag`` instead.
@@ -70,11 +74,52 @@ def sort_versions(tags: Iterable[str]) -> list[str]:
 
 
 def version_timestamp(version: str) -> int:
-    """The commit date (Unix seconds) of a version: increasing with the version."""
+    """The fallback commit date (Unix seconds) of a version with no release date: increasing with
+    the version, in 2024 for every version below v3 (never in the future)."""
     major, minor, patch = parse_version(version)
     if minor >= 1000 or patch >= 1000:
         raise UsageError(f"{version}: cbench versions keep MINOR and PATCH below 1000")
-    return _EPOCH + major * 100_000_000 + minor * 100_000 + patch * 60
+    return _EPOCH + major * 10_000_000 + minor * 10_000 + patch * 10
+
+
+def release_timestamp(version: str, date: str | int | None = None) -> int:
+    """The commit date of a release: ``date`` (ISO 8601 such as ``2026-11-22T01:48:37Z``, or Unix
+    seconds) when given, else :func:`version_timestamp`."""
+    if date is None:
+        return version_timestamp(version)
+    if isinstance(date, int) and not isinstance(date, bool):
+        return date
+    from datetime import datetime, timezone
+
+    try:
+        d = datetime.fromisoformat(str(date).replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{date!r} is not a date; give ISO 8601, e.g. 2026-11-22T01:48:37Z") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return int(d.timestamp())
+
+
+RELEASE_DATES_FILE = "release-dates.json"
+
+
+def release_dates(zoo: Path | None = None) -> dict[str, str]:
+    """``model_zoo/releases/release-dates.json``: ``"<models|datasets>/<org>/<name>/<vX.Y.Z>"`` ->
+    the ISO 8601 date the release was committed to the zoo ({} when absent)."""
+    import json
+
+    zoo = zoo if zoo is not None else zoo_dir()
+    if zoo is None:
+        return {}
+    try:
+        data = json.loads((Path(zoo) / "releases" / RELEASE_DATES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def release_key(ref: "RepoRef", version: str) -> str:
+    return f"{_TYPE_DIRS[ref.repo_type]}/{ref.repo_id}/{version}"
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -90,7 +135,7 @@ def check_repo_type(repo_type: str) -> str:
 
 
 # ---------------------------------------------------------------------------- git
-def _git_env(version: str | None = None) -> dict[str, str]:
+def _git_env(version: str | None = None, timestamp: int | None = None) -> dict[str, str]:
     env = dict(os.environ)
     # the user's git configuration (signing, hooks, templates) must not change what we write
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
@@ -98,7 +143,7 @@ def _git_env(version: str | None = None) -> dict[str, str]:
     for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
         env.pop(k, None)
     if version is not None:
-        date = f"{version_timestamp(version)} +0000"
+        date = f"{timestamp if timestamp is not None else version_timestamp(version)} +0000"
         env.update({"GIT_AUTHOR_NAME": AUTHOR_NAME, "GIT_AUTHOR_EMAIL": AUTHOR_EMAIL, "GIT_AUTHOR_DATE": date,
                     "GIT_COMMITTER_NAME": AUTHOR_NAME, "GIT_COMMITTER_EMAIL": AUTHOR_EMAIL,
                     "GIT_COMMITTER_DATE": date})
@@ -284,17 +329,19 @@ class PublishResult:
 
 
 def publish(directory: str | os.PathLike, repo_id: str, repo_type: str = "model", version: str = "v1.0.0",
-            hub: str | os.PathLike | None = None, token: str | None = None) -> PublishResult:
+            hub: str | os.PathLike | None = None, token: str | None = None,
+            date: str | int | None = None) -> PublishResult:
     """Validate ``directory`` and publish it as ``version`` of ``repo_id`` to ``hub``.
 
     ``hub`` is a hub directory (default: :func:`default_hub_dir`) or an ``http(s)://`` endpoint.
     Refuses (PublishError) on any schema violation, a reused tag, or a version lower than the
-    newest one; a refusal leaves the repository untouched.
+    newest one; a refusal leaves the repository untouched. ``date`` is the release date (ISO
+    8601 or Unix seconds) of the commit and tag (see :func:`release_timestamp`).
     """
     check_repo_id(repo_id)
     check_repo_type(repo_type)
     parse_version(version)
-    version_timestamp(version)
+    timestamp = release_timestamp(version, date)
     problems = release_problems(directory, repo_type)
     if problems:
         raise PublishError(f"refusing to publish {directory} as {repo_id} {version}: "
@@ -303,7 +350,7 @@ def publish(directory: str | os.PathLike, repo_id: str, repo_type: str = "model"
     if hub is not None and str(hub).startswith(("http://", "https://")):
         return _publish_http(src, repo_id, repo_type, version, str(hub).rstrip("/"), token)
     hub_dir = Path(hub).expanduser().resolve() if hub is not None else default_hub_dir().resolve()
-    return _publish_local(src, repo_id, repo_type, version, Hub(hub_dir))
+    return _publish_local(src, repo_id, repo_type, version, Hub(hub_dir), timestamp)
 
 
 def _check_new_version(repo_id: str, version: str, existing: Iterable[str]) -> None:
@@ -317,7 +364,8 @@ def _check_new_version(repo_id: str, version: str, existing: Iterable[str]) -> N
                            f"publish a version above it")
 
 
-def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: Hub) -> PublishResult:
+def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: Hub,
+                   timestamp: int | None = None) -> PublishResult:
     from filelock import FileLock
 
     hub.root.mkdir(parents=True, exist_ok=True)
@@ -337,7 +385,7 @@ def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: H
                 repo = tmp / "repo"
                 repo.mkdir()
                 git(repo, "init", "-q", "-b", "main")
-            commit = _commit_tree(repo, src, repo_id, version, tmp / "index")
+            commit = _commit_tree(repo, src, repo_id, version, tmp / "index", timestamp)
             if new_repo:
                 final.parent.mkdir(parents=True, exist_ok=True)
                 if final.exists():
@@ -349,10 +397,11 @@ def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: H
     return PublishResult(repo_id, repo_type, version, commit, str(hub.root))
 
 
-def _commit_tree(repo: Path, src: Path, repo_id: str, version: str, index: Path) -> str:
+def _commit_tree(repo: Path, src: Path, repo_id: str, version: str, index: Path, timestamp: int | None = None) -> str:
     """Write ``src``'s files as one commit on ``main`` plus annotated tag ``version``; return the
     commit sha. Objects go in first; refs move last, in one transaction."""
-    env = _git_env(version)
+    timestamp = timestamp if timestamp is not None else version_timestamp(version)
+    env = _git_env(version, timestamp)
     files = list(_release_files(src))
     # hash every file into the object store
     paths = "\n".join(str(src / f) for f in files).encode() + b"\n"
@@ -369,7 +418,7 @@ def _commit_tree(repo: Path, src: Path, repo_id: str, version: str, index: Path)
     if parent:
         args += ["-p", parent]
     commit = git(repo, *args, env=env)
-    stamp = f"{AUTHOR_NAME} <{AUTHOR_EMAIL}> {version_timestamp(version)} +0000"
+    stamp = f"{AUTHOR_NAME} <{AUTHOR_EMAIL}> {timestamp} +0000"
     tag_obj = git(repo, "mktag", env=env, input=(
         f"object {commit}\ntype commit\ntag {version}\ntagger {stamp}\n\n{repo_id} {version}\n").encode())
     old = parent or "0" * 40
@@ -458,12 +507,17 @@ def zoo_releases(zoo: Path | None = None) -> dict[RepoRef, dict[str, Path]]:
     return out
 
 
-def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = None) -> list[PublishResult]:
-    """Publish every zoo release the hub lacks, oldest version first per repository.
+def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = None,
+                  only: Iterable[RepoRef] | None = None) -> list[PublishResult]:
+    """Publish every zoo release the hub lacks, oldest version first per repository; with
+    ``only``, just the releases of those repositories (lazy seeding: a command seeds what it
+    needs, so the first ``cbench pull case-3`` on a fresh home publishes one repository, not the
+    whole zoo).
 
-    Cheap when there is nothing to do (a stamp file records what was seeded). Safe when several
-    processes seed at once (a file lock; the second finds the work done). A zoo version lower
-    than what the hub already has is skipped, not an error.
+    Each version is published with its recorded release date (:func:`release_dates`). Cheap when
+    there is nothing to do (a stamp file records a full seeding; a lazy one compares the
+    repository's tags). Safe when several processes seed at once (a file lock; the second finds
+    the work done). A zoo version lower than what the hub already has is skipped, not an error.
     """
     import json
 
@@ -471,15 +525,21 @@ def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = N
     releases = zoo_releases(zoo)
     if not releases:
         return []
-    wanted = {ref.key: sorted(vs) for ref, vs in releases.items()}
     stamp = hub.root / ".seeded.json"
+    wanted = {ref.key: sorted(vs) for ref, vs in releases.items()}
     try:
         if json.loads(stamp.read_text()) == wanted:
             return []
     except (OSError, ValueError):
         pass
+    if only is not None:
+        keys = {r.key for r in only}
+        releases = {ref: vs for ref, vs in releases.items() if ref.key in keys}
+        if all(set(vs) <= set(hub.refs(ref.repo_id, ref.repo_type)) for ref, vs in releases.items()):
+            return []
     from filelock import FileLock
 
+    dates = release_dates(zoo)
     hub.root.mkdir(parents=True, exist_ok=True)
     done: list[PublishResult] = []
     with FileLock(str(hub.root / ".seed.lock")):
@@ -489,11 +549,13 @@ def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = N
             for version in sort_versions(versions):
                 if version in have or (newest and parse_version(version) < parse_version(newest)):
                     continue
-                done.append(publish(versions[version], ref.repo_id, ref.repo_type, version, hub=hub.root))
+                done.append(publish(versions[version], ref.repo_id, ref.repo_type, version, hub=hub.root,
+                                    date=dates.get(release_key(ref, version))))
                 newest = version
-        tmp = stamp.with_suffix(".tmp")
-        tmp.write_text(json.dumps(wanted, sort_keys=True))
-        os.replace(tmp, stamp)
+        if only is None:
+            tmp = stamp.with_suffix(".tmp")
+            tmp.write_text(json.dumps(wanted, sort_keys=True))
+            os.replace(tmp, stamp)
     return done
 
 

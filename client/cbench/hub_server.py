@@ -1,8 +1,10 @@
 """olah on loopback over a hub directory: the Hugging Face protocol for a local hub.
 
-:class:`HubServer` starts ``python -m olah.server`` (olah >= 0.5, the ``hub`` extra) on
-127.0.0.1 with offline mode on and ``mirrors-path`` set to the hub directory, waits until it
-answers HTTP, and stops it (a context manager). ``cbench hub serve`` runs it in the foreground.
+:class:`HubServer` starts olah (>= 0.5, the ``hub`` extra) on 127.0.0.1 with offline mode on and
+``mirrors-path`` set to the hub directory, behind :mod:`cbench.hub_api` (``python -m
+cbench.hub_api``: the Hub API calls olah answers differently from huggingface.co, answered as
+huggingface.co does), waits until it answers HTTP, and stops it (a context manager).
+``cbench hub serve`` runs it in the foreground.
 
 Facts about olah 0.5.4 this module relies on (read from its source, checked against a server):
 
@@ -115,7 +117,8 @@ class HubServer:
         self._log = open(tmp / "olah.out", "wb") if self.quiet else None
         self._t0 = time.perf_counter()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "olah.server", "--config", str(cfg), "--log-path", str(tmp / "logs")],
+            [sys.executable, "-m", "cbench.hub_api", "--config", str(cfg), "--hub", str(self.hub_dir),
+             "--port", str(self.port), "--log-path", str(tmp / "logs")],
             cwd=str(tmp), stdout=self._log, stderr=subprocess.STDOUT if self.quiet else None,
             stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True,
             preexec_fn=_die_with_parent)

@@ -83,9 +83,12 @@ class Remote:
         return Hub(self.hub_dir)
 
     def names(self, repo_type: str) -> list[str]:
-        if self.hub_dir is not None and self.hub.exists():
-            return self.hub.repos(repo_type)
-        return []
+        names = self.hub.repos(repo_type) if self.hub_dir is not None and self.hub.exists() else []
+        if self.default:  # a lazily seeded hub: the zoo's repositories too
+            from cbench.hub import zoo_releases
+
+            names = sorted(set(names) | {r.repo_id for r in zoo_releases() if r.repo_type == repo_type})
+        return names
 
     def refs(self, ref: RepoRef) -> dict[str, str] | None:
         """Tag -> sha, or None if the repository does not exist. HubUnreachableError if the hub
@@ -220,8 +223,8 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     if offline if offline is not None else hf_offline():
         return from_cache(name, revision, repo_type, cache, reason="offline (HF_HUB_OFFLINE=1)")
     remote = select_remote(endpoint, hub)
-    if remote.default:
-        seed_default_hub(remote.hub_dir)
+    if remote.default:  # seed lazily: only the repositories this name may mean
+        seed_default_hub(remote.hub_dir, [RepoRef(r, repo_type) for r in candidates(name, repo_type)])
     try:
         res = resolve(name, revision, repo_type, remote)
     except HubUnreachableError as exc:
@@ -239,13 +242,14 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
         return _download(res, remote, cache)
 
 
-def seed_default_hub(hub_dir: Path) -> None:
-    """Seed the default hub from the zoo; a broken zoo release becomes one clear error."""
+def seed_default_hub(hub_dir: Path, only=None) -> None:
+    """Seed the default hub from the zoo (``only``: just these repositories); a broken zoo
+    release becomes one clear error."""
     from cbench.errors import PublishError
 
     try:
         Path(hub_dir).mkdir(parents=True, exist_ok=True)
-        ensure_seeded(hub_dir)
+        ensure_seeded(hub_dir, only=only)
     except OSError as exc:
         raise HubError(f"cannot create the default hub {hub_dir}: {exc.strerror or exc}; set CBENCH_HOME "
                        "or use --hub DIR") from None

@@ -181,6 +181,9 @@ def config_to_json(cfg: HookedTransformerConfig | Mapping[str, Any]) -> dict[str
         if name in _DROPPED_FIELDS:
             continue
         value = getattr(cfg, name)
+        saved = getattr(cfg, "_cbench_before_tokenizer", None)
+        if saved and name in saved:  # what attach_tokenizer changed is not part of the model
+            value = saved[name]
         if name == "dtype":
             out[name] = _dtype_to_str(value)
             continue
@@ -311,6 +314,32 @@ def build_model(
     torch.nn.Module.to(model, "cpu")  # TransformerLens's own .to() prints a message
     model.eval()
     enable_edge_hooks(model)
+    return model
+
+
+def attach_tokenizer(model: HookedTransformer, tokenizer, bos: str, pad: str | None = None,
+                     name: str | None = None) -> HookedTransformer:
+    """Give ``model`` a cbench word-level tokenizer (a :class:`tokenizers.Tokenizer`, see
+    :mod:`cbench.tokenizer`), so ``to_tokens("x a b")`` prepends BOS, ``to_str_tokens`` and
+    ``to_string`` map ids back, and padding uses the case's PAD token.
+
+    TransformerLens 3.9 takes a ``transformers`` tokenizer: the ``tokenizers`` object is wrapped
+    in ``PreTrainedTokenizerFast`` with ``add_bos_token=True`` (so ``set_tokenizer`` keeps it as
+    it is instead of reloading it by name) and ``default_prepend_bos`` is turned on (cbench's
+    inputs always start with BOS; the post-processor adds it, TransformerLens sees that)."""
+    from transformers import PreTrainedTokenizerFast
+
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=bos, pad_token=pad or bos,
+                                      eos_token=pad or bos, add_bos_token=True,
+                                      model_max_length=model.cfg.n_ctx, name_or_path=name or "cbench")
+    touched = ("default_prepend_bos", "tokenizer_prepends_bos")
+    before = getattr(model.cfg, "_cbench_before_tokenizer", None) or {k: getattr(model.cfg, k) for k in touched}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.set_tokenizer(wrapped, default_padding_side="right")
+    model.cfg.default_prepend_bos = True
+    # config_to_json writes the model's own values, not these runtime tokenizer settings
+    object.__setattr__(model.cfg, "_cbench_before_tokenizer", before)
     return model
 
 

@@ -42,6 +42,8 @@ COMMANDS = {
     # the static HTML leaderboard (issue 21)
     "report": "cbench.cli.report_cmds:report",
     "submit": "cbench.cli.report_cmds:submit",
+    # ecosystem (issue 18)
+    "export": "cbench.cli.export_cmd:export",
 }
 
 

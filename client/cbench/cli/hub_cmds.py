@@ -61,11 +61,14 @@ def _card_summary(readme: str | None) -> str | None:
 @click.option("--hub", "hub", default=None, metavar="DIR|URL",
               help="hub directory (default: the per-user hub) or an http(s) endpoint (uses HfApi)")
 @click.option("--token", default=None, envvar="HF_TOKEN", help="token for an http(s) hub")
-def publish(directory, repo_id, repo_type, version, hub, token):
+@click.option("--date", default=None, metavar="ISO8601",
+              help="release date of the commit and tag, e.g. 2026-11-22T01:48:37Z (default: a fixed date "
+                   "derived from the version, so republishing gives the same sha)")
+def publish(directory, repo_id, repo_type, version, hub, token, date):
     """Validate DIRECTORY and publish it as VERSION of a hub repository (commit + annotated tag)."""
     from cbench.hub import publish as do_publish
 
-    result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token)
+    result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token, date=date)
     click.echo(result.describe())
 
 

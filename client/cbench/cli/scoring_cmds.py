@@ -122,13 +122,20 @@ def _scoring_case(artifact, split, n_examples, sampled, seed):
 def _auroc(artifact, scores_path: str, signed: bool | None):
     from cbench.scoring.ground_truth import check_edge_scores, score_against_truth
 
-    doc = _read(scores_path)
+    doc = _read_scores(scores_path, artifact)
     check_edge_scores(doc, artifact.graph, case=artifact.case, d_model=artifact.config.get("d_model"),
                       source=scores_path)
     if not artifact.circuit:
         raise UsageError(f"case {artifact.case} has no ground-truth circuit to score against")
     truth = _truth(artifact)
     return doc, score_against_truth(artifact.graph, doc, truth, signed=signed)
+
+
+def _read_scores(path: str, artifact):
+    """A cbench edge-scores file, or a MIB/EAP-IG graph file given the case's metadata."""
+    from cbench.mib_format import load_scores
+
+    return load_scores(path, artifact)
 
 
 def _truth(artifact) -> list[str]:
@@ -204,7 +211,14 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
     from cbench.scoring.report import file_input, fmt, results_document
 
     t0 = time.perf_counter()
-    doc = _read(submission)
+    from cbench.mib_format import is_mib_graph, load_scores, read_graph_json
+
+    doc = read_graph_json(submission)
+    if is_mib_graph(doc):  # MIB/EAP-IG's own file: the case gives the cbench metadata
+        if case_arg is None:
+            raise UsageError(f"{submission} is a MIB/EAP-IG graph file without cbench's metadata; pass --case "
+                             "(a model artifact directory or case name)")
+        doc = load_scores(submission, _artifact(case_arg))
     kind = doc.get("schema") if isinstance(doc, dict) else None
     kind = "circuits-at-sizes" if kind == "cbench/circuits-at-sizes/v1" else "edge-scores"
     violations = validation.validate(doc, kind)

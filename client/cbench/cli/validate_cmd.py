@@ -77,7 +77,24 @@ def run_validate(files: Sequence[str], schema: str | None = None, case_dir: str 
     graph = case = d_model = None
     if case_dir is not None:
         graph, case, d_model = load_case_graph(case_dir)
-    return [validate_file(f, kind=kind, graph=graph, case=case, d_model=d_model) for f in files]
+    return [_mib_hook(f, kind, graph, case, d_model, case_dir)
+            or validate_file(f, kind=kind, graph=graph, case=case, d_model=d_model) for f in files]
+
+
+def _mib_hook(path, kind, graph, case, d_model, case_dir):
+    """A MIB/EAP-IG graph file (no cbench metadata) is checked as the --case model's edge scores."""
+    if kind not in (None, "edge-scores"):
+        return None
+    from cbench.mib_format import validate_mib_file
+
+    model_kind = None
+    if case_dir is not None:
+        meta_path = Path(case_dir) / "meta.json" if Path(case_dir).is_dir() else Path(case_dir).parent / "meta.json"
+        try:
+            model_kind = json.loads(meta_path.read_text()).get("model_kind")
+        except (OSError, ValueError, AttributeError):
+            pass
+    return validate_mib_file(path, graph, case, d_model, model_kind)
 
 
 def render_text(reports) -> tuple[str, int]:

@@ -1,0 +1,36 @@
+"""``cbench export``: write a cbench edge-scores file in another tool's format.
+
+``--format mib`` writes MIB's submission format, the JSON that EAP-IG's ``Graph.to_json`` writes
+and ``Graph.from_json`` reads (``cfg``, ``nodes``, ``edges``; see :mod:`cbench.mib_format`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("export")
+@click.argument("scores", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["mib"]), default="mib", show_default=True,
+              help="mib: MIB/EAP-IG graph JSON (Graph.from_json loads it)")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="the file to write")
+@click.option("--d-model", type=click.IntRange(min=1), default=None,
+              help="the model's d_model when the scores file's cfg lacks it")
+def export(scores, fmt, out, d_model):
+    """Write the edge-scores file SCORES as a MIB/EAP-IG graph file."""
+    from cbench.errors import SchemaError
+    from cbench.mib_format import to_mib
+    from cbench.scoring.report import write_bytes_atomic
+    from cbench.validation import read_json, validate
+
+    doc = read_json(scores)
+    violations = validate(doc, "edge-scores")
+    if violations:
+        v = violations[0]
+        raise SchemaError(f"{scores}: {v.path}: {v.message}"
+                          + (f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""))
+    graph_doc = to_mib(doc, d_model=d_model)
+    write_bytes_atomic(out, json.dumps(graph_doc).encode("utf-8"))
+    click.echo(f"{len(graph_doc['edges'])} edges written to {out} ({fmt} graph JSON)")

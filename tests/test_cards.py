@@ -1,0 +1,78 @@
+"""Cards follow the Hub's metadata conventions: huggingface_hub's own card parsing reads them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from huggingface_hub import DatasetCard, ModelCard
+
+from cbench_builders.cards import render_card
+
+RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
+
+
+def _siit_context() -> dict:
+    d = RELEASES / "models/cbench/case-3/v1.0.0"
+    meta = json.loads((d / "meta.json").read_text())
+    meta["training"].setdefault("correspondence", "random")
+    return {"case": "3", "kind": "siit", "meta": meta, "config": json.loads((d / "config.json").read_text()),
+            "correspondence": json.loads((d / "correspondence.json").read_text()),
+            "circuit": json.loads((d / "circuit.json").read_text()), "effects": meta["node_effects"],
+            "released": True, "reasons": [], "repo": "cbench/case-3", "gates": meta["release_gates"],
+            "verify": {"gates": [{"name": "complement_edge_effect", "value": 0.002, "pairs": 1000, "op": "<=",
+                                  "threshold": 0.01, "passed": True}], "edges": []}}
+
+
+def test_siit_model_card_has_model_index_datasets_citations_and_a_snippet(tmp_path):
+    text = render_card("siit_model", _siit_context())
+    card = ModelCard(text)
+    data = card.data
+    assert data.license == "mit" and data.library_name == "transformer-lens"
+    assert data.datasets == ["cbench/counterfactuals", "cbench/circuits"]
+    results = {r.metric_type: r for r in data.eval_results}
+    assert set(results) == {"accuracy", "iia", "siia", "gate/complement_edge_effect"}
+    assert results["iia"].metric_value >= 0.995 and results["iia"].dataset_config == "case-3"
+    assert results["gate/complement_edge_effect"].metric_value == pytest.approx(0.002)
+    assert data.to_dict()["model-index"][0]["name"] == "cbench/case-3"
+    # the lead's release-gates table and the new sections are all in the body
+    for needle in ("## Release gates", "complement_edge_effect", "## Use from Python", "model.to_tokens(",
+                   "## Limitations", "@inproceedings{gupta2024interpbench", "lindner2023tracr", "mueller2025mib"):
+        assert needle in card.text, needle
+    # and it round-trips through the library's loader
+    p = tmp_path / "README.md"
+    p.write_text(text)
+    assert ModelCard.load(p).data.eval_results[0].metric_type == "accuracy"
+
+
+def test_python_snippet_of_the_card_runs(monkeypatch, tmp_path):
+    """The card's example input tokenizes with the model's tokenizer."""
+    import re
+
+    from cbench.artifacts import read_model_artifact
+
+    text = render_card("siit_model", _siit_context())
+    example = re.search(r'model.to_tokens\("([^"]*)"\)', text).group(1)
+    model = read_model_artifact(RELEASES / "models/cbench/case-3/v1.0.0").load_model()
+    assert model.to_str_tokens(example) == ["BOS", *example.split()]
+
+
+def test_circuits_card_has_dataset_info_and_a_default_config(tmp_path):
+    import datasets
+
+    from cbench_builders.datasets_build import write_circuits_card
+
+    root = tmp_path / "circuits"
+    shutil.copytree(RELEASES / "datasets/cbench/circuits/v1.2.0", root)
+    card = DatasetCard.load(write_circuits_card(root))
+    configs = card.data.configs
+    assert [c["config_name"] for c in configs if c.get("default")] == ["case-3"]
+    info = {i["config_name"]: i for i in card.data.dataset_info}
+    assert set(info) == {c["config_name"] for c in configs}
+    assert {f["name"] for f in info["case-3"]["features"]} >= {"edge", "src", "dst", "in_circuit"}
+    rows = info["case-3"]["splits"][0]["num_examples"]
+    ds = datasets.load_dataset(str(root))  # no config named: the default one
+    assert ds["train"].num_rows == rows and "a1.h0->logits" in ds["train"]["edge"]
+    assert "## Citation" in card.text and "## Limitations" in card.text
