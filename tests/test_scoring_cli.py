@@ -38,7 +38,7 @@ def test_score_table_results_and_plot(art, capsys):
     root, _ = art
     out, png = root / "r.json", root / "roc.png"
     code, stdout, err = run(capsys, "score", str(root / "toy"), str(root / "scores.json"), "--out", str(out),
-                            "--plot", str(png))
+                            "--plot", str(png), "--sampled")
     assert code == 0, err
     assert "edge AUROC: 1.0000" in stdout and "node AUROC: 1.0000" in stdout
     doc = json.loads(out.read_text())
@@ -99,6 +99,18 @@ def test_test_circuit_and_adversarial(art, capsys):
     assert "over 144 pairs" in stdout and "sample size:" in stdout
     doc = json.loads(out.read_text())
     assert validation.validate(doc) == [] and len(doc["results"]["worst"]) == 2
+
+
+def test_test_circuit_exits_1_when_a_test_fails(art, capsys):
+    # issue 14: test-circuit used to exit 0 whatever the tests decided
+    root, artifact = art
+    (root / "one_edge.json").write_text(json.dumps(T.toy_circuit_edges(artifact.graph)[:1]))
+    out = root / "ht_fail.json"
+    code, stdout, err = run(capsys, "test-circuit", str(root / "toy"), str(root / "one_edge.json"),
+                            "--test", "equivalence", "--sampled", "--n-examples", "40", "--out", str(out))
+    assert code == 1, (stdout, err)
+    assert "equivalence: fail" in stdout and "failed: equivalence" in stdout
+    assert json.loads(out.read_text())["results"]["tests"]["equivalence"]["decision"] == "fail"  # still written
 
 
 def test_bench_is_resumable(art, capsys):
