@@ -103,22 +103,21 @@ def bench_hyperparameters(method: str, case: str) -> dict:
     return {}
 
 
-def random_auroc(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
-                 include_no_signal: bool = False) -> tuple[float, float]:
-    """(mean q/k/v edge AUROC, mean promoted AUROC) of the random baseline over ``n_seeds`` draws
-    (seeds ``seed``, ``seed + 1``, ...): the bench's random row, at chance by construction."""
+def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
+                  include_no_signal: bool = False) -> np.ndarray:
+    """``[n_seeds, 2]``: the random baseline's (q/k/v, promoted) edge AUROC for seeds ``seed``,
+    ``seed + 1``, ... Their mean is the bench's random row, at chance when the scoring is fair."""
     from cbench.discovery.random_scores import draw
     from cbench.scoring.ground_truth import score_against_truth
 
-    a, p = [], []
+    out = np.empty((n_seeds, 2))
     for k in range(n_seeds):
         scores = draw(graph.n_edges, seed + k)
         doc = {"method": {"name": "random"},
                "edges": {e.name: {"score": float(v)} for e, v in zip(graph.edges, scores)}}
         r = score_against_truth(graph, doc, truth, no_signal=no_signal, include_no_signal=include_no_signal)
-        a.append(r.edge_auroc)
-        p.append(r.edge_auroc_promoted)
-    return float(np.mean(a)), float(np.mean(p))
+        out[k] = (r.edge_auroc, r.edge_auroc_promoted)
+    return out
 
 
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
@@ -245,9 +244,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             auroc.setdefault(label, {})[method] = res.edge_auroc
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             if method == "random":  # the row at chance: the mean over many draws, not one draw
-                auroc[label][method], promoted[label][method] = random_auroc(
+                auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
                     graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)), no_signal=marks,
-                    include_no_signal=include_no_signal)
+                    include_no_signal=include_no_signal).mean(0))
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
             rocs.setdefault(label, {})[method] = (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc)
