@@ -146,6 +146,28 @@ def test_bench_seeds_the_random_baseline_per_case(art, capsys):
     assert doc["method"]["hyperparameters"]["seed"] == bench_hyperparameters("random", "toy3")["seed"]
 
 
+def test_bench_has_an_oracle_row_and_a_random_row_at_chance(art, capsys):
+    # issue 14: the table's oracle (exact activation patching) and random (mean over 200 seeds)
+    from cbench.scoring.bench import random_aurocs
+
+    root, artifact = art
+    out = root / "bench-calibration"
+    code, _, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "activation-patching,random",
+                       "--out", str(out), "--sampled", "--n-examples", "20")
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert res["granularity"] == "qkv" and res["auroc"]["toy3"]["activation-patching"] == 1.0
+    assert res["calibration"]["activation-patching"]["mean"] == 1.0
+    seed = json.loads((out / "scores" / "toy3" / "random.json").read_text())["method"]["hyperparameters"]["seed"]
+    marks = res["no_signal_edges"]["toy3"]["edges"]
+    want = random_aurocs(artifact.graph, T.toy_circuit_edges(artifact.graph), seed, no_signal=marks).mean(0)
+    assert res["auroc"]["toy3"]["random"] == pytest.approx(want[0]) and abs(want[0] - 0.5) < 0.03
+    assert res["auroc_promoted"]["toy3"]["random"] == pytest.approx(want[1])
+    table = (out / "table.md").read_text()
+    assert "| oracle (activation-patching) | 1.000 |" in table and "| random (200 seeds) |" in table
+    assert "promoted to heads (InterpBench-compatible" in table
+
+
 
 def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, capsys, tmp_path):
     root, _ = art
