@@ -227,7 +227,7 @@ def test_sp_defaults_rank_the_siit_case_3_circuit(method, floor):
     doc = to_edge_scores_document(res, "3", {"repo": None, "revision": None, "kind": "siit"}, d_model=12)
     assert validation.check_against_graph(doc, rt.graph, case="3", d_model=12) == []
     r = score_against_truth(art.graph, doc, circuit_edge_names(art.graph, art.circuit))
-    assert r.edge_auroc >= floor
+    assert r.edge_auroc_promoted >= floor  # the figures above are promoted (as they were tuned)
     assert r.node_auroc == pytest.approx(1.0)
 
 

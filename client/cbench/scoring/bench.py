@@ -356,10 +356,7 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None,
     if promoted:
         lines += ["", "Edge AUROC promoted to heads (InterpBench-compatible: a head edge's score is the max |score| "
                   "over its q/k/v edges):", "", head, rule]
-        for c in promoted:
-            lines.append(f"| {c} | {model(c)} | " + " | ".join(f(promoted[c].get(m)) for m in methods) + " |")
-        per = {m: [promoted[c][m] for c in promoted if promoted[c].get(m) is not None] for m in methods}
-        lines.append("| **mean** | | " + " | ".join(f(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
+        lines += _rows(promoted, methods, model, f)
     marked = {c: v for c, v in signal.items() if v.get("edges")}
     if marked:
         lines += ["", "Ground-truth edges left out as carrying no signal:", ""]
@@ -380,14 +377,20 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None,
 
         lines += ["", "Method runtime per case (s; the discovery itself, after data and ablations are prepared; "
                   "kept from the run that made the scores file):", "", head, rule]
-        for c in timings:
-            lines.append(f"| {c} | {model(c)} | " + " | ".join(t(timings[c].get(m)) for m in methods) + " |")
-        per = {m: [timings[c][m] for c in timings if timings[c].get(m) is not None] for m in methods}
-        lines.append("| **mean** | | " + " | ".join(t(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
-        lines.append("| **total** | | " + " | ".join(t(float(np.sum(v))) if v else "–" for v in per.values()) + " |")
+        lines += _rows(timings, methods, model, t, total=True)
     lines += ["", f"Wall time of this run (after loading the package; a resumed run counts only its own work, "
               f"plots included): {wall:.1f} s.", ""]
     return "\n".join(lines)
+
+
+def _rows(values: dict, methods: list[str], model, fmt, total: bool = False) -> list[str]:
+    """Markdown rows of a per-case x method table, then its mean (and total) over the cases."""
+    lines = [f"| {c} | {model(c)} | " + " | ".join(fmt(values[c].get(m)) for m in methods) + " |" for c in values]
+    per = {m: [values[c][m] for c in values if values[c].get(m) is not None] for m in methods}
+    lines.append("| **mean** | | " + " | ".join(fmt(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
+    if total:
+        lines.append("| **total** | | " + " | ".join(fmt(float(np.sum(v))) if v else "–" for v in per.values()) + " |")
+    return lines
 
 
 def _plots(out: Path, auroc, rocs, methods) -> list[str]:
