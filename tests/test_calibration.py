@@ -5,9 +5,12 @@
   carry signal left out (derived from the model's behaviour when the circuit does not mark them;
   on Tracr models these are position-only q/k edges and edges dead on the data).
 * The random baseline's edge AUROC (q/k/v granularity), averaged over 200 seeds, is at chance:
-  within 0.5 +- 0.02, or within three standard errors of the 200-seed mean where that is wider
-  (a ground truth of 2-3 edges among ~50 gives a per-draw AUROC spread of ~0.2, so 0.02 is
-  about 1.5 standard errors there, and a few of ~100 models miss it by chance alone).
+  within 0.5 +- 0.02, or within 3.5 standard errors of the 200-seed mean where that is wider.
+  A ground truth of 2 edges among 8 (tracr-case-31) gives a per-draw AUROC spread of ~0.24, so
+  0.02 is about one standard error there: measured, 75 of the 99 released models are within
+  0.02 and the largest deviation is 3.1 standard errors (tracr-case-31: 0.448; 0.507, 0.469 and
+  0.510 with other seeds). 3.5 standard errors is a two-sided 5 % family-wise bound over ~100
+  models (Bonferroni), so the slow test fails only on a real bias.
   The promoted (InterpBench) figure is not at chance, which is why it is no longer the default.
 
 The default suite runs a few cases; ``-m slow`` runs every released model.
@@ -70,7 +73,7 @@ def check_random(name: str) -> tuple[float, float]:
     art, _sc, _data, truth, marks = _case(name)
     a = random_aurocs(art.graph, truth, _seed(art), no_signal=marks)[:, 0]
     mean, se = float(a.mean()), float(a.std(ddof=1) / np.sqrt(RANDOM_SEEDS))
-    assert abs(mean - 0.5) <= max(0.02, 3 * se), (name, mean, se)
+    assert abs(mean - 0.5) <= max(0.02, 3.5 * se), (name, mean, se)
     return mean, se
 
 
