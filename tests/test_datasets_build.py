@@ -123,8 +123,8 @@ def _rasp_interchange(spec, base, source, op_name):
             self.override = override
 
         def evaluate(self, expr, xs):
-            if self.override is not None and expr.label == op_name:
-                return self.override
+            if self.override is not None and expr.label in self.override:
+                return self.override[expr.label]
             return super().evaluate(expr, xs)
 
     def find(expr):
@@ -138,8 +138,22 @@ def _rasp_interchange(spec, base, source, op_name):
                 stack.extend(e.children)
         raise AssertionError(op_name)
 
-    src_value = rasp.DefaultRASPEvaluator().evaluate(find(program), list(source))
-    return _Swap(src_value).evaluate(program, list(base)), rasp.evaluate(program, list(base))
+    op = find(program)
+    targets = [op]
+    if isinstance(op, rasp.Select):
+        # a selector is interchanged as the output of the head(s) that use it (the unit the
+        # correspondence maps it to): in RASP, the aggregates that read it
+        targets, stack, seen = [], [program], set()
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if isinstance(e, rasp.Aggregate) and e.selector is op:
+                targets.append(e)
+            stack.extend(e.children)
+    override = {t.label: rasp.DefaultRASPEvaluator().evaluate(t, list(source)) for t in targets}
+    return _Swap(override).evaluate(program, list(base)), rasp.evaluate(program, list(base))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -253,3 +267,32 @@ def test_publish_then_load_through_the_hub_at_a_tag_and_offline(built, tracr_dir
     assert n_ioi == 10
     want = _rows(out / "counterfactuals" / cf.data_file("3", "validation"))
     assert val == want  # floats survive the JSON round trip exactly (repr)
+
+
+# ----------------------------------------------------------------------------- selectors (issue 14)
+def test_select_op_labels_agree_with_the_correspondence():
+    # case 3's select_3 and frac_prevs_1 both map to a1.h0 in correspondence.json; the labels of a
+    # selector came from swapping only the attention pattern, which for Select(indices, indices,
+    # LEQ) never changes anything (its label was the base label every time), so per-op IIA from the
+    # dataset and the correspondence disagreed. Ops mapped to the same components get one label.
+    import json
+
+    import torch
+
+    from cbench_builders.high_level import HighLevelModel
+
+    zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
+    hl = HighLevelModel.from_artifact(zoo / "tracr-case-3" / "v1.0.0")
+    corr = json.loads((zoo / "case-3" / "v1.0.0" / "correspondence.json").read_text())
+    units = {}
+    for node in corr["nodes"]:
+        units.setdefault(tuple(sorted(ll["node"] for ll in node["low_level"])), []).append(node["high_level"])
+    rng = np.random.default_rng(0)
+    base = torch.as_tensor(np.c_[np.zeros((64, 1), int), rng.integers(1, 5, (64, 4))])
+    source = torch.as_tensor(np.c_[np.zeros((64, 1), int), rng.integers(1, 5, (64, 4))])
+    labels = {op: hl.to_labels(hl.run_with_interchange(base, source, op)) for ops in units.values() for op in ops}
+    select = next(op for op in labels if op.startswith("select"))
+    assert not torch.equal(labels[select], hl.labels(base))  # the selector's interchange does something
+    for ops in units.values():
+        for op in ops[1:]:
+            assert torch.equal(labels[op], labels[ops[0]]), (ops[0], op)

@@ -227,7 +227,7 @@ def test_sp_defaults_rank_the_siit_case_3_circuit(method, floor):
     doc = to_edge_scores_document(res, "3", {"repo": None, "revision": None, "kind": "siit"}, d_model=12)
     assert validation.check_against_graph(doc, rt.graph, case="3", d_model=12) == []
     r = score_against_truth(art.graph, doc, circuit_edge_names(art.graph, art.circuit))
-    assert r.edge_auroc >= floor
+    assert r.edge_auroc_promoted >= floor  # the figures above are promoted (as they were tuned)
     assert r.node_auroc == pytest.approx(1.0)
 
 
@@ -310,3 +310,70 @@ def test_input_gradients_with_position_0_computed_once(ln):
     assert torch.allclose(a0, a1, atol=1e-6 * float(a0.abs().max()))
     ref = rt.node_outputs(data.source)
     assert torch.allclose(a1, ref, atol=1e-6 * float(ref.abs().max())), float((a1 - ref).abs().max() / ref.abs().max())
+
+
+# ---------------------------------------------------------------------------- issue 14
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_is_deterministic_given_its_seed(small, method):
+    # the same seed and data give the same scores to the bit, whatever the global RNGs hold
+    rt, data = small
+    params = dict(FAST.get(method, {}), seed=7) if "seed" in METHODS[method].params else FAST.get(method, {})
+    torch.manual_seed(1)
+    np.random.seed(1)
+    a = discover(rt, data, method, params, progress=False)
+    torch.manual_seed(2)
+    np.random.seed(2)
+    torch.rand(100)
+    b = discover(rt, data, method, params, progress=False)
+    assert a.scores.tobytes() == b.scores.tobytes() and np.array_equal(a.in_graph, b.in_graph)
+
+
+@pytest.mark.parametrize("method", ["sp", "edge-sp"])
+def test_sp_scores_do_not_depend_on_the_thread_count(small, method):
+    # edge-sp on case 20 gave 0.981, 0.990 and 1.000 in three runs: the training amplifies the
+    # rounding of multi-threaded reductions; it trains on one thread whatever CBENCH_THREADS is
+    rt, data = small
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = discover(rt, data, method, {"steps": 20}, progress=False)
+        torch.set_num_threads(2)
+        b = discover(rt, data, method, {"steps": 20}, progress=False)
+        assert torch.get_num_threads() == 2  # restored after training
+    finally:
+        torch.set_num_threads(threads)
+    assert a.scores.tobytes() == b.scores.tobytes()
+
+
+@pytest.mark.parametrize("method,params", [("eap", {}), ("eap-ig-activations", {"steps": 1})])
+def test_label_free_mae_has_no_kink_at_the_clean_point(method, params):
+    # issue 14: |y - y_clean| differentiated at the clean point with y_clean from another pass
+    # (differing by ~1e-7) gave gradients of +-1 by rounding, and EAP scored that noise. At the
+    # clean point the gradient of |y - y_clean| is 0 (as the EAP-IG reference library gives), so
+    # EAP -- and EAP-IG-activations with its one step at alpha = 1 -- must score exact zeros
+    model = random_model(n_layers=2, n_heads=2, d_model=16, d_head=4, d_vocab_out=1, seed=4)
+    res = discover(CircuitRuntime(model), _data(n=30, task_type="numerical"), method, params, progress=False)
+    assert np.all(res.scores == 0.0)
+    assert res.metric == "mae" and "same pass" in res.extra["metric_reference"]
+    doc = to_edge_scores_document(res, "t", {"repo": None, "revision": None, "kind": "siit"}, d_model=16)
+    assert "same pass" in doc["method"]["details"]["metric_reference"]
+
+
+@pytest.mark.parametrize("method,params", [("eap", {"top_n": 2}), ("eap", {"top_n": 9}), ("acdc", {}),
+                                           ("edge-sp", FAST["edge-sp"])])
+def test_in_graph_has_no_dangling_edges(small, method, params):
+    # issue 14: EAP's circuit of case 3 had 8 edges, 5 after pruning dangling nodes as MIB does;
+    # here EAP's top 2 edges are one input->logits path and one edge into a node with no way out
+    rt, data = small
+    g = rt.graph
+    res = discover(rt, data, method, params, progress=False)
+    assert res.in_graph.any()
+    edges = [g.edges[i] for i in np.flatnonzero(res.in_graph)]
+    reach, back = {"input"}, {"logits"}
+    for e in edges:
+        if e.src in reach:
+            reach.add(e.dst)
+    for e in reversed(edges):
+        if e.dst in back:
+            back.add(e.src)
+    assert all(e.src in reach and e.dst in back for e in edges)

@@ -173,3 +173,21 @@ def test_bad_shapes_and_configs():
         Graph.from_config({"n_layers": "two", "n_heads": 2})
     with pytest.raises(GraphError):
         Graph(2, 1).node("a0.h7")
+
+
+def test_prune_dangling_keeps_only_input_to_logits_paths():
+    # issue 14 (in_graph kept edges into nodes with no path to the logits, as EAP's circuit of case 3 did)
+    g = Graph(2, 1)
+    kept = ["input->a0.h0<v>", "a0.h0->logits"]
+    dangling = ["input->m0",            # m0 reaches nothing
+                "a0.h0->a1.h0<q>",      # a1.h0 has no edge out
+                "a1.h0->m1"]            # and m1 none either
+    mask = g.mask(kept + dangling)
+    assert g.edges_of_mask(g.prune_dangling(mask)) == sorted(kept, key=g.edge_index)
+    # an edge out of a node input cannot reach goes too
+    mask = g.mask(kept + ["a1.h0->logits"])
+    assert g.edges_of_mask(g.prune_dangling(mask)) == sorted(kept, key=g.edge_index)
+    # a connected circuit is its own fixpoint
+    full = g.mask(kept + ["input->m0", "m0->logits"])
+    assert (g.prune_dangling(full) == full).all()
+    assert (g.prune_dangling(g.prune_dangling(mask)) == g.prune_dangling(mask)).all()

@@ -58,3 +58,17 @@ def test_empty_circuit_refused(toy):
     case, data, mask = toy
     with pytest.raises(UsageError, match="empty"):
         A.adversarial_evaluation(case, data, np.zeros_like(mask))
+
+
+@pytest.mark.parametrize("value", [0.1, 0.7, 5.6, 1e-9, 0.0])
+def test_constant_values_have_no_z_scores(value):
+    # issue 14: np.std of a constant vector is rounding noise (1.4e-17 for 0.1), which passed an
+    # exact `std == 0` guard and gave z-scores of 1.0
+    s = A.summarize(np.full(300, value))
+    assert all(z is None for z in s["z"].values())
+
+
+def test_tiny_but_real_spread_keeps_z_scores():
+    v = np.array([1e-9, 2e-9, 3e-9])
+    z = A.summarize(v)["z"]
+    assert z["max"] == pytest.approx((3e-9 - 2e-9) / np.std(v))

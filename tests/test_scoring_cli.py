@@ -38,7 +38,7 @@ def test_score_table_results_and_plot(art, capsys):
     root, _ = art
     out, png = root / "r.json", root / "roc.png"
     code, stdout, err = run(capsys, "score", str(root / "toy"), str(root / "scores.json"), "--out", str(out),
-                            "--plot", str(png))
+                            "--plot", str(png), "--sampled")
     assert code == 0, err
     assert "edge AUROC: 1.0000" in stdout and "node AUROC: 1.0000" in stdout
     doc = json.loads(out.read_text())
@@ -101,6 +101,18 @@ def test_test_circuit_and_adversarial(art, capsys):
     assert validation.validate(doc) == [] and len(doc["results"]["worst"]) == 2
 
 
+def test_test_circuit_exits_1_when_a_test_fails(art, capsys):
+    # issue 14: test-circuit used to exit 0 whatever the tests decided
+    root, artifact = art
+    (root / "one_edge.json").write_text(json.dumps(T.toy_circuit_edges(artifact.graph)[:1]))
+    out = root / "ht_fail.json"
+    code, stdout, err = run(capsys, "test-circuit", str(root / "toy"), str(root / "one_edge.json"),
+                            "--test", "equivalence", "--sampled", "--n-examples", "40", "--out", str(out))
+    assert code == 1, (stdout, err)
+    assert "equivalence: fail" in stdout and "failed: equivalence" in stdout
+    assert json.loads(out.read_text())["results"]["tests"]["equivalence"]["decision"] == "fail"  # still written
+
+
 def test_bench_is_resumable(art, capsys):
     root, _ = art
     out = root / "bench"
@@ -132,6 +144,28 @@ def test_bench_seeds_the_random_baseline_per_case(art, capsys):
     assert code == 0, err
     doc = json.loads((out / "scores" / "toy3" / "random.json").read_text())
     assert doc["method"]["hyperparameters"]["seed"] == bench_hyperparameters("random", "toy3")["seed"]
+
+
+def test_bench_has_an_oracle_row_and_a_random_row_at_chance(art, capsys):
+    # issue 14: the table's oracle (exact activation patching) and random (mean over 200 seeds)
+    from cbench.scoring.bench import random_aurocs
+
+    root, artifact = art
+    out = root / "bench-calibration"
+    code, _, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "activation-patching,random",
+                       "--out", str(out), "--sampled", "--n-examples", "20")
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())["results"]
+    assert res["granularity"] == "qkv" and res["auroc"]["toy3"]["activation-patching"] == 1.0
+    assert res["calibration"]["activation-patching"]["mean"] == 1.0
+    seed = json.loads((out / "scores" / "toy3" / "random.json").read_text())["method"]["hyperparameters"]["seed"]
+    marks = res["no_signal_edges"]["toy3"]["edges"]
+    want = random_aurocs(artifact.graph, T.toy_circuit_edges(artifact.graph), seed, no_signal=marks).mean(0)
+    assert res["auroc"]["toy3"]["random"] == pytest.approx(want[0]) and abs(want[0] - 0.5) < 0.03
+    assert res["auroc_promoted"]["toy3"]["random"] == pytest.approx(want[1])
+    table = (out / "table.md").read_text()
+    assert "| oracle (activation-patching) | 1.000 |" in table and "| random (200 seeds) |" in table
+    assert "promoted to heads (InterpBench-compatible" in table
 
 
 

@@ -53,14 +53,21 @@ def test_promotion_takes_max_abs_over_qkv(graph):
 
 
 def test_edge_and_node_auroc_hand_computed(graph):
-    # head-level: positives {0.9, 0.3}, negatives {0.3, 0.5, 0.05}: (3 + 0.5 + 1) / 6 = 0.75
+    # q/k/v level (the default): positives {0.2, 0.3}, negatives |.| {0.9, 0.1, 0.3, 0.3, 0.3, 0.5, 0.05}:
+    # 0.2 beats 2; 0.3 beats 2 and ties 3 -> (2 + 3.5) / 14
     res = gt.score_against_truth(graph, _doc(graph), TRUTH)
-    assert res.edge_auroc == pytest.approx(0.75)
+    assert res.granularity == "qkv" and res.edge_auroc == pytest.approx(5.5 / 14)
+    assert (res.n_edges, res.n_true_edges) == (9, 2)
+    # promoted (InterpBench): positives {0.9, 0.3}, negatives {0.3, 0.5, 0.05}: (3 + 0.5 + 1) / 6 = 0.75
+    assert res.edge_auroc_promoted == pytest.approx(0.75)
     # nodes: a0.h0 (in truth) max(0.9, 0.3) = 0.9; a0.h1 max(0.3, 0.05) = 0.3 -> 1.0
     assert res.node_auroc == pytest.approx(1.0)
-    assert (res.n_head_edges, res.n_true_edges, res.n_nodes, res.n_true_nodes) == (5, 2, 2, 1)
-    # signed: positives {0.2, 0.3}, negatives {0.3, 0.5, 0.05}: (1 + 1.5) / 6
-    assert gt.score_against_truth(graph, _doc(graph), TRUTH, signed=True).edge_auroc == pytest.approx(2.5 / 6)
+    assert (res.n_head_edges, res.n_true_head_edges, res.n_nodes, res.n_true_nodes) == (5, 2, 2, 1)
+    # signed, promoted: positives {0.2, 0.3}, negatives {0.3, 0.5, 0.05}: (1 + 1.5) / 6
+    signed = gt.score_against_truth(graph, _doc(graph), TRUTH, signed=True)
+    assert signed.edge_auroc_promoted == pytest.approx(2.5 / 6)
+    # signed, q/k/v: 0.2 beats {-0.9, 0.1, -0.3, 0.05}; 0.3 beats those and ties two 0.3 -> 9 / 14
+    assert signed.edge_auroc == pytest.approx(9 / 14)
 
 
 def test_ties_are_one_threshold(graph):
@@ -82,19 +89,44 @@ def test_node_level_method_scores_are_used_as_given(graph):
 def test_precision_recall_at_in_graph(graph):
     doc = _doc(graph, in_graph=("input->a0.h0<q>", "input->logits"), nodes_in=("a0.h0",))
     res = gt.score_against_truth(graph, doc, TRUTH)
-    # predicted head edges {input->a0.h0, input->logits} vs truth {input->a0.h0, a0.h0->logits}
-    assert (res.edge_pr.tp, res.edge_pr.fp, res.edge_pr.fn) == (1, 1, 1)
-    assert res.edge_pr.precision == pytest.approx(0.5) and res.edge_pr.recall == pytest.approx(0.5)
+    # q/k/v: predicted {input->a0.h0<q>, input->logits} vs truth {input->a0.h0<v>, a0.h0->logits}
+    assert (res.edge_pr.tp, res.edge_pr.fp, res.edge_pr.fn) == (0, 2, 2)
+    # promoted: predicted head edges {input->a0.h0, input->logits} vs truth {input->a0.h0, a0.h0->logits}
+    pp = res.promoted_pr
+    assert (pp.tp, pp.fp, pp.fn) == (1, 1, 1)
+    assert pp.precision == pytest.approx(0.5) and pp.recall == pytest.approx(0.5)
     assert res.node_pr.precision == 1.0 and res.node_pr.recall == 1.0
     d = res.to_dict()
-    assert d["edge_auroc"] == pytest.approx(0.75) and "edge_roc" in d
+    assert d["edge_auroc"] == pytest.approx(5.5 / 14) and d["edge_auroc_promoted"] == pytest.approx(0.75)
+    assert d["granularity"] == "qkv" and "edge_roc" in d and "edge_roc_promoted" in d
     empty = gt.score_against_truth(graph, _doc(graph), TRUTH).to_dict()
     assert empty["edge_precision_recall"]["precision"] is None  # nothing predicted: no NaN in JSON
 
 
 def test_head_granularity_truth(graph):
     res = gt.score_against_truth(graph, _doc(graph), ["input->a0.h0", "a0.h0->logits"])
-    assert res.edge_auroc == pytest.approx(0.75)
+    assert res.granularity == "head" and res.edge_auroc == pytest.approx(0.75)
+
+
+def test_no_signal_edges_are_left_out_unless_included(graph):
+    truth = ["input->a0.h0<q>", "input->a0.h0<v>", "a0.h0->logits"]
+    # input->a0.h0<q> (-0.9) would rank first; marked, it is neither positive nor negative
+    res = gt.score_against_truth(graph, _doc(graph), truth, no_signal=["input->a0.h0<q>"])
+    assert (res.n_edges, res.n_true_edges) == (8, 2) and res.no_signal_edges == ("input->a0.h0<q>",)
+    # the rest is the hand-computed case without that negative: 0.2 beats 2 of 6, 0.3 beats 2, ties 3
+    assert res.edge_auroc == pytest.approx(5.5 / 12)
+    both = gt.score_against_truth(graph, _doc(graph), truth, no_signal=["input->a0.h0<q>"], include_no_signal=True)
+    assert both.n_true_edges == 3 and both.no_signal_included
+    assert both.edge_auroc == pytest.approx((6 + 5.5) / 18)  # 0.9 beats all 6 negatives
+    # promoted: input->a0.h0 still has a signal-carrying truth edge (<v>), so it stays a positive
+    assert res.n_true_head_edges == 2
+    only_q = gt.score_against_truth(graph, _doc(graph), ["input->a0.h0<q>", "a0.h0->logits"],
+                                    no_signal=["input->a0.h0<q>"])
+    assert only_q.n_true_head_edges == 1 and only_q.n_true_edges == 1
+    # marks on edges outside the ground truth mean nothing
+    assert gt.score_against_truth(graph, _doc(graph), TRUTH, no_signal=["input->logits"]).n_edges == 9
+    with pytest.raises(UsageError, match="include-no-signal"):
+        gt.score_against_truth(graph, _doc(graph), ["input->a0.h0<q>"], no_signal=["input->a0.h0<q>"])
 
 
 def test_check_edge_scores_bad_input(graph):
@@ -130,8 +162,9 @@ def test_mask_logit_methods_rank_by_sign(graph):
     doc = _doc(graph)
     doc["method"]["name"] = "sp"
     assert gt.signed_ranking(doc)
-    assert gt.score_against_truth(graph, doc, TRUTH).edge_auroc == pytest.approx(2.5 / 6)
-    assert gt.score_against_truth(graph, doc, TRUTH, signed=False).edge_auroc == pytest.approx(0.75)
+    assert gt.score_against_truth(graph, doc, TRUTH).edge_auroc_promoted == pytest.approx(2.5 / 6)
+    assert gt.score_against_truth(graph, doc, TRUTH).edge_auroc == pytest.approx(9 / 14)
+    assert gt.score_against_truth(graph, doc, TRUTH, signed=False).edge_auroc_promoted == pytest.approx(0.75)
     doc["method"] = {"name": "mine", "hyperparameters": {}, "score_kind": "signed"}
     assert gt.signed_ranking(doc)
     doc["nodes"]["a0.h0"]["score"] = -6.0  # pruned node

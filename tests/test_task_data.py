@@ -37,3 +37,37 @@ def test_counterfactual_rows_are_padded_and_labelled():
     bidirectional = dict(META, causal=False)
     d2 = from_rows(rows, bidirectional, "validation")  # no padding: the most common length only
     assert d2.n_examples == 1 and d2.base.shape == (1, 4)
+
+
+def test_no_silent_fallback_to_sampled_pairs(tmp_path, monkeypatch):
+    # issue 14: what data a command used depended on the cache (100 sampled pairs when the
+    # counterfactuals dataset was not cached, its validation pairs when it was, with only a note).
+    # Now the dataset is pulled, and when it cannot be had the command says so and names --sampled.
+    from cbench.errors import CbenchError
+    from cbench.task_data import load_task_data
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CBENCH_HUB", str(tmp_path / "no-hub"))  # nothing cached, nothing to pull from
+    monkeypatch.delenv("CBENCH_ENDPOINT", raising=False)
+    with pytest.raises(CbenchError, match="--sampled"):
+        load_task_data("3", META)
+    d = load_task_data("3", META, n_examples=7, seed=2, use_dataset=False)  # --sampled: said in the output
+    assert d.data_block() == {"split": "sampled", "n_examples": 7, "origin": "sampled", "seed": 2}
+
+
+def test_discover_states_sampled_pairs_in_its_output(tmp_path, monkeypatch):
+    import json
+
+    from hub_helpers import write_tiny_artifact
+
+    from cbench.cli import main
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CBENCH_HUB", str(tmp_path / "no-hub"))
+    write_tiny_artifact(tmp_path / "m")
+    with pytest.raises(SystemExit) as exc:
+        main(["discover", str(tmp_path / "m"), "--method", "random", "--out", str(tmp_path / "a.json"), "-q"])
+    assert exc.value.code != 0 and not (tmp_path / "a.json").exists()
+    assert main(["discover", str(tmp_path / "m"), "--method", "random", "--sampled", "--n-examples", "5",
+                 "--out", str(tmp_path / "b.json"), "-q"]) == 0
+    assert json.loads((tmp_path / "b.json").read_text())["data"]["split"] == "sampled"

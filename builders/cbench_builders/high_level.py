@@ -9,8 +9,10 @@ Interchanging an op sets its value, at every position, to the value it takes on 
 input: for an op computed by attention, the op's head output (``hook_result`` of its head(s));
 for an op computed by an MLP, the op's own hidden neurons in that layer's MLP (``hook_post``
 slice ``hidden_neurons`` from circuit.json; Tracr concatenates the MLPs of one layer, and each
-op's hidden neurons write only that op's residual directions); for a selector, the attention
-pattern of the heads that use it; for ``tokens`` / ``indices``, the token / positional
+op's hidden neurons write only that op's residual directions); for a selector, the output of the
+head(s) that use it -- the unit ``correspondence.json`` maps it to, so per-op IIA computed from
+the dataset and the correspondence agree (a selector alone, i.e. the attention pattern, has no
+low-level image at component granularity); for ``tokens`` / ``indices``, the token / positional
 embedding. Everything else is recomputed from the base input, so downstream ops see the
 interchanged value.
 
@@ -140,9 +142,12 @@ class HighLevelModel:
         if op.get("type", "").startswith("Select") and op.get("type") != "SelectorWidth":
             if not heads:
                 return None
-            # a selector lives in its heads' attention patterns ([batch, head, query, key])
+            # a selector is interchanged as the whole output of the head(s) that use it, the unit
+            # correspondence.json maps it to (blocks.L.attn.hook_z[head]): swapping only the
+            # attention pattern gave labels no low-level intervention in the correspondence matches
+            # (for case 3's Select(indices, indices, LEQ) the base label every time)
             layer = int(heads[0][1:].split(".")[0])
-            return _Patch(tla.pattern_hook(layer), 1, tuple(int(c.split(".h")[1]) for c in heads))
+            return _Patch(tla.head_output_hook(layer), 2, tuple(int(c.split(".h")[1]) for c in heads))
         if comp is None:
             return None
         if comp == "input":

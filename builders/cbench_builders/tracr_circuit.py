@@ -226,7 +226,8 @@ def _slots_to_patch(graph: Graph, keep: set[str]) -> dict[tuple[str, str | None]
 
 
 def patched_logits(model, graph: Graph, clean, corrupt, keep: set[str]):
-    """Logits on ``clean`` with every edge outside ``keep`` resample-patched from ``corrupt``.
+    """Logits on ``clean`` with every edge outside ``keep`` resample-patched from ``corrupt`` (of
+    the same length, or longer: then its node outputs at ``clean``'s positions are patched in).
 
     A straightforward hook-based implementation: the corrupted run's node outputs are cached;
     in the clean run every node input (head q/k/v, MLP input, final residual) is corrected by
@@ -249,6 +250,10 @@ def patched_logits(model, graph: Graph, clean, corrupt, keep: set[str]):
         for h in range(graph.n_heads):
             corrupt_out[f"a{layer}.h{h}"] = res[:, :, h]
         corrupt_out[f"m{layer}"] = cache[tla.mlp_out_hook(layer)]
+    # a longer corrupt input (another length, for a bidirectional model): its node outputs at the
+    # clean input's positions
+    P = clean.shape[1]
+    corrupt_out = {k: v[:, :P] for k, v in corrupt_out.items()}
     drop = _slots_to_patch(graph, keep)
     live: dict[str, torch.Tensor] = {}
 
@@ -301,6 +306,36 @@ def patched_logits(model, graph: Graph, clean, corrupt, keep: set[str]):
     hooks.append((tla.final_resid_hook(graph.n_layers), patch_node(("logits", None))))
     with torch.no_grad():
         return model.run_with_hooks(clean, fwd_hooks=hooks)
+
+
+def _changed_with_longer_sources(model, graph, seqs, groups, token_to_id, bos, keep_no_logits, categorical, rng) -> int:
+    """(input, position) pairs whose output changes when the circuit's edges into logits are cut
+    with corrupt inputs drawn from longer inputs (their outputs at the clean positions)."""
+    import torch
+
+    lengths = sorted(groups)
+    changed = 0
+    for n in lengths:
+        longer = [i for m in lengths if m > n for i in groups[m]]
+        if not longer:
+            continue
+        idx = groups[n]
+        ids = torch.tensor([[token_to_id[bos]] + [token_to_id[t] for t in seqs[i]] for i in idx], dtype=torch.long)
+        pick = rng.choice(len(longer), len(idx))
+        by_len: dict[int, list[int]] = {}
+        for row, j in enumerate(pick):
+            by_len.setdefault(len(seqs[longer[j]]), []).append(row)
+        for m, rows in by_len.items():
+            src = torch.tensor([[token_to_id[bos]] + [token_to_id[t] for t in seqs[longer[pick[r]]]] for r in rows],
+                               dtype=torch.long)
+            with torch.no_grad():
+                clean_logits = model(ids[rows])[:, 1:].double()
+            cut = patched_logits(model, graph, ids[rows], src, keep_no_logits)[:, 1:].double()
+            if categorical:
+                changed += int((cut.argmax(-1) != clean_logits.argmax(-1)).sum())
+            else:
+                changed += int(((cut - clean_logits).abs() > CHECK_ATOL).sum())
+    return changed
 
 
 @dataclass
@@ -361,6 +396,13 @@ def check_circuit(model, circuit: dict, seqs: list[tuple], token_to_id: dict, bo
             if diff > CHECK_ATOL and failure is None:
                 failure = f"patching outside the circuit changed an output by {diff:.3g} (length {n})"
             changed += int(((cut - clean_logits).abs() > CHECK_ATOL).sum())
+    if failure is None and changed == 0 and getattr(model.cfg, "attention_dir", "causal") == "bidirectional":
+        # a length-only program (tracr's make_length): a source of the same length carries the same
+        # answer, so cut the logits edges with sources of other (longer) lengths, which a
+        # bidirectional model allows (a causal model's prefix of a longer input is just a
+        # same-length input)
+        changed = _changed_with_longer_sources(model, graph, seqs, groups, token_to_id, bos, keep_no_logits,
+                                               categorical, rng)
     if failure is None and changed == 0:
         failure = "patching the circuit's edges into logits changed no output"
     return CircuitCheckResult(ok=failure is None, n_inputs=len(seqs), complement_max_change=max_change,

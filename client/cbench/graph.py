@@ -344,6 +344,24 @@ class Graph:
                 out[key] = float(s)
         return out
 
+    def prune_dangling(self, mask) -> np.ndarray:
+        """The edges of ``mask`` that lie on an ``input`` -> ``logits`` path of ``mask`` (MIB's and
+        EAP-IG's pruning): an edge is kept when ``input`` reaches its source and its destination
+        reaches ``logits`` through kept edges. One forward and one backward sweep suffice, since
+        edges are grouped by destination in computation order; the result is its own fixpoint."""
+        mask = np.asarray(mask, dtype=bool)
+        self.check_mask(mask)
+        from_input = {"input"}
+        for e, keep in zip(self.edges, mask):
+            if keep and e.src in from_input:
+                from_input.add(e.dst)
+        to_logits = {"logits"}
+        for e, keep in zip(reversed(self.edges), mask[::-1]):
+            if keep and e.dst in to_logits:
+                to_logits.add(e.src)
+        return np.fromiter(((m and e.src in from_input and e.dst in to_logits) for e, m in zip(self.edges, mask)),
+                           dtype=bool, count=self.n_edges)
+
     def node_mask_to_edge_mask(self, nodes: Iterable[str]) -> np.ndarray:
         """Edges whose both ends are in ``nodes`` (the node-SP rule); ``input``/``logits`` are
         always considered present."""

@@ -1,5 +1,5 @@
-"""Base/source input pairs for discovery and ablation: from the counterfactuals dataset when it is
-available, else sampled deterministically from the model's meta.json.
+"""Base/source input pairs for discovery and ablation: from the counterfactuals dataset (pulled
+when not cached), or -- only when asked for -- sampled deterministically from the model's meta.json.
 
 :class:`TaskData` holds ``base`` and ``source`` token ids ``[N, P]`` (BOS at position 0),
 optional ``labels`` (``[N, P]``: class indices for categorical tasks, floats for numerical;
@@ -165,20 +165,25 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
 def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
                    seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
     """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
-    ``case-<id>``, at meta.json's ``dataset_revision`` when set) if that dataset can be loaded,
-    else sampled pairs (deterministic in ``seed``). ``n_examples`` caps the number of pairs."""
-    data = None
-    if use_dataset:
-        try:
-            from cbench.loading import load_dataset  # the hub helper; absent or unreachable: fall back
+    ``case-<id>``, at meta.json's ``dataset_revision`` when set), pulled from the hub when it is
+    not cached; ``n_examples`` caps the number of pairs. Sampled pairs (deterministic in ``seed``)
+    only when asked for (``use_dataset=False``, the CLI's ``--sampled``), never as a fallback:
+    what data a command uses must not depend on what happens to be cached. A dataset that cannot
+    be had raises one clear error that names ``--sampled``."""
+    if not use_dataset:
+        return sample_pairs(meta, n_examples or 100, seed)
+    from cbench.errors import CbenchError
+    from cbench.loading import load_dataset
 
-            revision = meta.get("dataset_revision")
-            ds = load_dataset("counterfactuals", f"case-{case}", revision=revision, split=split, offline=offline)
-            data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
-        except Exception:
-            data = None
-    if data is None:
-        data = sample_pairs(meta, n_examples or 100, seed)
-    elif n_examples:
-        data = data.subset(n_examples)
-    return data
+    revision = meta.get("dataset_revision")
+    try:
+        ds = load_dataset("counterfactuals", f"case-{case}", revision=revision, split=split, offline=offline)
+    except CbenchError as exc:
+        raise type(exc)(f"case {case}: the counterfactuals dataset could not be loaded ({exc}); "
+                        "pass --sampled to use input pairs sampled from meta.json instead") from None
+    except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
+        raise UsageError(f"case {case}: the counterfactuals dataset could not be loaded "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                         "pass --sampled to use input pairs sampled from meta.json instead") from None
+    data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
+    return data.subset(n_examples) if n_examples else data

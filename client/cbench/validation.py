@@ -748,6 +748,15 @@ def _document_checks(doc: Mapping, kind: str) -> list[Violation]:
                 tok = doc.get(key)
                 if isinstance(tok, str) and tok not in tokens:
                     out.append(Violation(f"$.{key}", f"{_short(tok)} is not one of input_tokens"))
+    elif kind == "circuit":
+        marks, edges = doc.get("edge_signal"), doc.get("edges")
+        if isinstance(marks, Mapping) and isinstance(edges, (list, tuple)):
+            listed = set(e for e in edges if isinstance(e, str))
+            for name in marks:
+                if name not in listed:
+                    out.append(Violation(format_path(("edge_signal", name)),
+                                         f"{_short(name)} is not one of the circuit's edges; only ground-truth edges "
+                                         "can be marked"))
     elif kind == "circuits-at-sizes":
         circuits = doc.get("circuits")
         if isinstance(circuits, (list, tuple)):

@@ -70,15 +70,12 @@ def _write_json_atomic(path: Path, doc) -> None:
 
 
 def _data_for(art, split, n_examples, seed, use_dataset):
+    """The one data rule: the counterfactuals dataset (pulled when not cached), sampled pairs only
+    with --sampled; the output's ``data`` block says which."""
     from cbench.task_data import load_task_data
 
-    data = load_task_data(art.case, art.meta, split=split, n_examples=n_examples, seed=seed,
-                          use_dataset=use_dataset, offline=True)
-    if use_dataset and data.split == "sampled":
-        click.echo(f"note: the counterfactuals dataset of case {art.case} is not in the cache; using "
-                   f"{data.n_examples} input pairs sampled from meta.json (seed {seed}). Pull it with "
-                   f"`cbench pull counterfactuals --type dataset` to use its {split} split.", err=True)
-    return data
+    return load_task_data(art.case, art.meta, split=split, n_examples=n_examples, seed=seed,
+                          use_dataset=use_dataset)
 
 
 @click.command()

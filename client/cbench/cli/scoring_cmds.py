@@ -8,6 +8,7 @@ schema-valid ``cbench/results/v1`` document, written atomically.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -119,7 +120,10 @@ def _scoring_case(artifact, split, n_examples, sampled, seed):
 
 
 # ----------------------------------------------------------------------------- score
-def _auroc(artifact, scores_path: str, signed: bool | None):
+def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: bool = False, data_fn=None):
+    """(document, score). ``data_fn()`` gives (ScoringCase, TaskData) for deriving the ground-truth
+    edges that carry no signal when the circuit does not mark them (not called otherwise)."""
+    from cbench.scoring.edge_signal import marked_no_signal, no_signal_edges, signal_summary
     from cbench.scoring.ground_truth import check_edge_scores, score_against_truth
 
     doc = _read_scores(scores_path, artifact)
@@ -128,7 +132,17 @@ def _auroc(artifact, scores_path: str, signed: bool | None):
     if not artifact.circuit:
         raise UsageError(f"case {artifact.case} has no ground-truth circuit to score against")
     truth = _truth(artifact)
-    return doc, score_against_truth(artifact.graph, doc, truth, signed=signed)
+    marks, origin = marked_no_signal(artifact.circuit), "circuit"
+    if marks is None and not include_no_signal and data_fn is not None:
+        sc, data = data_fn()
+        marks, origin = no_signal_edges(None, sc.runtime, data, truth)
+        origin = f"derived from the model's behaviour on {data.n_examples} pairs ({data.split})"
+    marks = marks or {}
+    if marks:
+        click.echo(signal_summary(marks, origin) + ("; counted as positives (--include-no-signal)"
+                                                    if include_no_signal else "; left out of the edge ROC"))
+    return doc, score_against_truth(artifact.graph, doc, truth, signed=signed, no_signal=marks,
+                                    include_no_signal=include_no_signal)
 
 
 def _read_scores(path: str, artifact):
@@ -149,10 +163,12 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
 
     method = (doc.get("method") or {}).get("name", "?")
     ep, np_ = res.edge_pr, res.node_pr
+    what = "q/k/v-level" if res.granularity == "qkv" else "head-level"
     return [
-        f"case {artifact.case} ({artifact.model_kind}), method {method}: {res.n_true_edges} of {res.n_head_edges} "
-        f"head-level edges and {res.n_true_nodes} of {res.n_nodes} nodes in the ground truth",
-        f"edge AUROC: {fmt(res.edge_auroc)}",
+        f"case {artifact.case} ({artifact.model_kind}), method {method}: {res.n_true_edges} of {res.n_edges} "
+        f"{what} edges and {res.n_true_nodes} of {res.n_nodes} nodes in the ground truth",
+        f"edge AUROC: {fmt(res.edge_auroc)} ({what})",
+        f"edge AUROC promoted to heads (InterpBench-compatible): {fmt(res.edge_auroc_promoted)}",
         f"node AUROC: {fmt(res.node_auroc)}",
         f"edge precision/recall at the method's circuit: {fmt(ep.precision, 3)} / {fmt(ep.recall, 3)} "
         f"(tp {ep.tp}, fp {ep.fp}, fn {ep.fn})",
@@ -169,14 +185,20 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
 @click.option("--signed/--absolute", "signed", default=None,
               help="rank edges by signed score or by |score| (default: signed for mask-logit methods "
                    "such as sp and edge-sp, |score| otherwise)")
-def score(case, scores, out, plot, signed):
-    """Edge- and node-level ROC/AUROC of SCORES against CASE's ground-truth circuit (q/k/v promoted
-    to heads in both; head score = max |score| over q/k/v)."""
+@click.option("--include-no-signal", is_flag=True,
+              help="count ground-truth edges that cannot carry signal as positives (default: left out)")
+@_data_options
+def score(case, scores, out, plot, signed, include_no_signal, n_examples, split, sampled, seed):
+    """Edge- and node-level ROC/AUROC of SCORES against CASE's ground-truth circuit: at q/k/v
+    granularity, and promoted to heads (head score = max |score| over q/k/v) as InterpBench does.
+    Ground-truth edges that cannot carry signal (marked in the circuit, else derived from the
+    model's behaviour on the case's data) are left out unless --include-no-signal."""
     from cbench.scoring.report import file_input, plot_roc, results_document
 
     t0 = time.perf_counter()
     artifact = _artifact(case)
-    doc, res = _auroc(artifact, scores, signed)
+    doc, res = _auroc(artifact, scores, signed, include_no_signal,
+                      lambda: _scoring_case(artifact, split, n_examples, sampled, seed))
     for line in _auroc_lines(artifact, doc, res):
         click.echo(line)
     if plot:
@@ -241,7 +263,8 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
 
         res = None
         if artifact.circuit:
-            doc, res = _auroc(artifact, submission, signed=None)
+            doc, res = _auroc(artifact, submission, signed=None,
+                              data_fn=lambda: _scoring_case(artifact, split, n_examples, sampled, seed))
             for line in _auroc_lines(artifact, doc, res):
                 click.echo(line)
             results["auroc"] = res.to_dict(curves=False)
@@ -360,6 +383,11 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
                                  "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
         _finish(rdoc, out)
+    failed = [name for name, r in results.items() if r["decision"] != "pass"]
+    if failed:
+        # a failed test is the command's answer, not an error: say which, exit 1 (2 is for usage errors)
+        click.echo(f"failed: {', '.join(failed)}")
+        sys.exit(1)  # (click's Exit would be turned into a return value by main's standalone_mode=False)
 
 
 # ----------------------------------------------------------------------------- adversarial
@@ -421,8 +449,11 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--track", type=click.Choice(["circuits", "causal-variables"]), default="circuits", show_default=True,
               help="causal-variables: localize every variable with each featurizer (--methods names featurizers)")
+@click.option("--include-no-signal", is_flag=True,
+              help="count ground-truth edges that cannot carry signal as positives (default: left out)")
 @executor_options
-def bench(cases, methods, out_dir, n_examples, sampled, seed, track, executor, ray_address, workers):
+def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, executor, ray_address,
+          workers):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
     --executor ray the (case, method) tasks run on Ray workers and the files are the same."""
@@ -438,6 +469,6 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, executor, r
     ex = make_cli_executor(executor, ray_address, workers)
     try:
         run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo,
-                  executor=None if ex.name == "local" else ex)
+                  executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal)
     finally:
         ex.close()

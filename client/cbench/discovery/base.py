@@ -101,6 +101,7 @@ class Context:
     clean_outputs: torch.Tensor
     progress: bool = True
     clean_acts: torch.Tensor | None = None  # [F, B, P, D] node outputs on data.base
+    reference_is_clean: bool = False  # the metric compares with the clean model (no labels, or kl/l2)
 
     @property
     def graph(self) -> Graph:
@@ -153,7 +154,8 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
     lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
     if ablated is None and not lazy:
         ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
-    return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts)
+    return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts,
+                   reference_is_clean=labels is None and metric_name in ("kl", "l2", "mae", "mse"))
 
 
 def ablates(method: str) -> bool:
@@ -226,9 +228,11 @@ def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: f
     scores = np.where(np.isfinite(scores), scores, 0.0)
     if in_graph is None:
         in_graph = circuit_from_scores(scores, params.get("top_n"), params.get("rel_threshold"))
+    # in_graph holds only edges on an input -> logits path of the circuit (MIB/EAP-IG pruning)
+    in_graph = ctx.graph.prune_dangling(in_graph)
     hp = {k: v for k, v in params.items() if v is not None}
     hp["metric"] = ctx.metric_name
-    return DiscoveryResult(method, hp, ctx.graph, scores, np.asarray(in_graph, dtype=bool), ctx.metric_name,
+    return DiscoveryResult(method, hp, ctx.graph, scores, in_graph, ctx.metric_name,
                            ctx.ablation, ctx.data.data_block(), float(time.perf_counter() - (t0 or time.perf_counter())),
                            node_scores, extra or {})
 

@@ -6,6 +6,10 @@ activations of the base input and ``a'`` the ablated ones. It is the first-order
 the loss increase when the edge alone is ablated, and equals ``-d loss / d mask`` at the
 all-ones edge mask (:meth:`CircuitRuntime.edge_mask_gradient`); it is computed from the
 gradients at every destination input (one forward and one backward pass per chunk of examples).
+
+A metric that compares with the clean model (no labels: kl, l2, or mae/mse against the clean
+outputs) takes its reference from the same pass, which is at the clean point: |y - y_clean| is
+then exactly 0 there with gradient 0, not +-1 by rounding (``method.details.metric_reference``).
 """
 
 from __future__ import annotations
@@ -41,10 +45,24 @@ def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, r
         m = metric_slice(ctx.metric, s, e)
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
         base = ctx.data.base[s:e]
-        grads, _ = rt.input_gradients(base, lambda o: m(o), ablated=abl)  # d loss / d input [K, n, P, D]
+        if ctx.reference_is_clean:  # the pass is at the clean point: it is its own reference
+            def metric_fn(o, m=m):
+                return m.same_pass(o, o)
+        else:
+            metric_fn = m
+        grads, _ = rt.input_gradients(base, metric_fn, ablated=abl)  # d loss / d input [K, n, P, D]
         diff = ctx.clean_acts[:, s:e] - abl
         total += rt.scores_from_input_gradients(diff, grads) * ((e - s) / N)
         bar.update(1)
     bar.close()
     params = {"batch_size": batch_size, "ablation": ablation, "top_n": top_n, "rel_threshold": rel_threshold}
-    return finish(ctx, "eap", params, -total, None, t0)
+    return finish(ctx, "eap", params, -total, None, t0, extra={"metric_reference": _reference(ctx)})
+
+
+def _reference(ctx: Context, same_pass: bool = True) -> str:
+    """What the metric compares with (``method.details.metric_reference`` of the output)."""
+    if not ctx.reference_is_clean:
+        return "labels"
+    if same_pass:
+        return "clean outputs of the same pass (no kink at the evaluation point)"
+    return "clean outputs of a separate pass"

@@ -86,6 +86,9 @@ def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = 
     else:
         ablated = ctx.ablated.expand(-1, N, P, -1)
     pending = []
+    # activations: the last step is alpha = 1 (the clean point), so a clean-model metric takes its
+    # reference from it (no kink at an evaluation point); inputs: alpha < 1, a separate clean pass
+    same_pass = ctx.reference_is_clean and variant == "activations"
     # how many groups and examples per pass (rows = groups x steps x examples)
     g_per = max(1, min(len(groups), batch_rows // (Z * N)))
     n_per = N if g_per * Z * N <= batch_rows else max(1, batch_rows // Z)
@@ -105,7 +108,10 @@ def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = 
         abl = ablated[:, s:e]  # the same for every (group, step) row block
 
         def metric_fn(out, m=m, G=G, n=n):
-            return m(out.reshape(G, Z, n, *out.shape[1:])).sum() / Z
+            out = out.reshape(G, Z, n, *out.shape[1:])
+            if same_pass:  # the alpha = 1 rows are the clean point of this pass: the reference
+                return m.same_pass(out, out[:, Z - 1:]).sum() / Z
+            return m(out).sum() / Z
 
         if from_block:
             grads, _, acts0 = rt.input_gradients(tokens, metric_fn, node_mask=node_mask, ablated=abl,
@@ -146,7 +152,10 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
     name = f"eap-ig-{variant}"
     params = {"steps": steps, "batch_rows": batch_rows, "ablation": ablation, "top_n": top_n,
               "rel_threshold": rel_threshold}
-    return finish(ctx, name, params, scores, None, t0)
+    from cbench.discovery.eap import _reference
+
+    same_pass = ctx.reference_is_clean and variant == "activations"  # as collect_gradients decides
+    return finish(ctx, name, params, scores, None, t0, extra={"metric_reference": _reference(ctx, same_pass)})
 
 
 def run_inputs(ctx: Context, **params):

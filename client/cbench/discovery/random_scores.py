@@ -15,8 +15,13 @@ PARAMS = {
 }
 
 
+def draw(n_edges: int, seed: int) -> np.ndarray:
+    """The random baseline's scores for a graph of ``n_edges`` edges (the bench averages them
+    over many seeds)."""
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=n_edges)
+
+
 def run(ctx: Context, seed: int = 0, top_n=None, rel_threshold=0.05, **_):
     t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    scores = rng.uniform(-1.0, 1.0, size=ctx.graph.n_edges)
+    scores = draw(ctx.graph.n_edges, seed)
     return finish(ctx, "random", {"seed": seed, "top_n": top_n, "rel_threshold": rel_threshold}, scores, None, t0)

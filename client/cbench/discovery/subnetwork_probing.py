@@ -8,7 +8,8 @@ ablated value) and minimises ``loss + lambda_reg * mean_units P(z > 0)`` where
 P(z > 0) = sigmoid(log_alpha - beta log(-gamma / zeta)). Adam, ``steps`` steps, each on a
 minibatch of ``batch_size`` pairs (the pairs are visited in a fresh random order every epoch;
 ``batch_size`` >= the number of pairs means full-batch steps). The ablated activations are
-computed once, before training, and sliced per minibatch.
+computed once, before training, and sliced per minibatch. Training runs on one torch thread, so
+the same ``seed`` and data give the same scores to the bit whatever ``CBENCH_THREADS`` is.
 
 ``sp`` masks every head and MLP (not ``input``); edge scores are ``min(log_alpha[src],
 log_alpha[dst])`` (``input`` and ``logits`` count as always present), so an edge is in the
@@ -97,6 +98,18 @@ def minibatch(idx, tokens, ablated, metric: Metric, per_example: bool):
 
 
 def _train(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, init, seed, batch_size, desc):
+    # one torch thread while training: a multi-threaded reduction rounds differently from a
+    # single-threaded one, and 100 optimisation steps amplify that into other scores, so the
+    # result would depend on CBENCH_THREADS (same seed, same data: the same scores to the bit)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_steps(ctx, n_units, to_masks, lambda_reg, lr, steps, init, seed, batch_size, desc)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_steps(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, init, seed, batch_size, desc):
     rt = ctx.runtime
     tokens = rt.tokens_tensor(ctx.data.base)
     n = tokens.shape[0]

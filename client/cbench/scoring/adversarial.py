@@ -66,6 +66,9 @@ def pair_divergences(case, data, mask: np.ndarray, metric: str | None = None, ma
     return out
 
 
+CONSTANT_RTOL = 1e-12  # std below this fraction of max |value|: the values are one constant
+
+
 def summarize(values: np.ndarray) -> dict:
     """count, mean, std, min, percentiles, max — raw and as z-scores."""
     v = np.asarray(values, dtype=np.float64).ravel()
@@ -76,7 +79,9 @@ def summarize(values: np.ndarray) -> dict:
     for p in PERCENTILES:
         raw[f"{p:g}%"] = float(np.percentile(v, p))
     raw["max"] = float(v.max())
-    z = {k: (None if std == 0 else (val - mean) / std) for k, val in raw.items() if k not in ("count", "mean", "std")}
+    # a constant vector's std is rounding noise (1e-17 of the scale, not 0): no z-scores then
+    flat = std <= CONSTANT_RTOL * max(float(np.abs(v).max()), np.finfo(np.float64).tiny)
+    z = {k: (None if flat else (val - mean) / std) for k, val in raw.items() if k not in ("count", "mean", "std")}
     return {"raw": raw, "z": z}
 
 

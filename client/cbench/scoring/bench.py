@@ -38,6 +38,8 @@ import numpy as np
 from cbench.errors import CbenchError, UsageError
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
+ORACLE = "activation-patching"  # exact patching of every edge alone: the calibration's top (in the bench by default)
+RANDOM_SEEDS = 200  # the random column is the mean edge AUROC over this many draws
 
 
 def _parse_cases(cases: str) -> list[str]:
@@ -100,6 +102,23 @@ def bench_hyperparameters(method: str, case: str) -> dict:
 
         return {"seed": zlib.crc32(f"cbench-bench-random:{case}".encode()) % (2**31)}
     return {}
+
+
+def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
+                  include_no_signal: bool = False) -> np.ndarray:
+    """``[n_seeds, 2]``: the random baseline's (q/k/v, promoted) edge AUROC for seeds ``seed``,
+    ``seed + 1``, ... Their mean is the bench's random row, at chance when the scoring is fair."""
+    from cbench.discovery.random_scores import draw
+    from cbench.scoring.ground_truth import score_against_truth
+
+    out = np.empty((n_seeds, 2))
+    for k in range(n_seeds):
+        scores = draw(graph.n_edges, seed + k)
+        doc = {"method": {"name": "random"},
+               "edges": {e.name: {"score": float(v)} for e, v in zip(graph.edges, scores)}}
+        r = score_against_truth(graph, doc, truth, no_signal=no_signal, include_no_signal=include_no_signal)
+        out[k] = (r.edge_auroc, r.edge_auroc_promoted)
+    return out
 
 
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
@@ -232,11 +251,13 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
 
 
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
-              seed: int = 0, echo: Callable[[str], None] = print, executor=None) -> dict:
+              seed: int = 0, echo: Callable[[str], None] = print, executor=None,
+              include_no_signal: bool = False) -> dict:
     """Run and score every (case, method). ``executor`` (:mod:`cbench.executor`) runs the discovery
     tasks that are not finished yet, each result written as it arrives, before the loop below
     scores them; None: the loop runs each task itself (the serial default)."""
     from cbench.executor import run_task
+    from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results
     from cbench.scoring.task import case_from_artifact, pair_data
@@ -250,6 +271,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo)
     auroc: dict[str, dict[str, float | None]] = {}
+    promoted: dict[str, dict[str, float | None]] = {}
+    signal: dict[str, dict] = {}
     node_auroc: dict[str, dict[str, float | None]] = {}
     rocs: dict[str, dict[str, tuple]] = {}
     failures: dict[str, dict[str, str]] = {}
@@ -283,6 +306,13 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             # the data holds the pairs asked for, or all there are when the dataset has fewer
             return n == requested or (not sampled and n == case_data()[1].n_examples)
 
+        try:
+            sc, data = case_data()
+            marks, origin = no_signal_edges(artifact.circuit, sc.runtime, data, truth)
+        except Exception as exc:  # noqa: BLE001 - no data: every method below fails with the reason
+            marks, origin = {}, f"not derived ({exc})"
+        signal[label] = {"edges": marks, "from": origin}
+
         for method in method_list:
             path = out / "scores" / label / f"{method}.json"
             try:
@@ -298,33 +328,51 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                      failures, echo)
                 if doc is None:
                     continue
-            res = score_against_truth(graph, doc, truth)
+            try:
+                res = score_against_truth(graph, doc, truth, no_signal=marks, include_no_signal=include_no_signal)
+            except CbenchError as exc:
+                echo(f"case {label}, {method}: not scored ({exc})")
+                failures.setdefault(label, {})[method] = str(exc)
+                continue
             auroc.setdefault(label, {})[method] = res.edge_auroc
+            promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
+            if method == "random":  # the row at chance: the mean over many draws, not one draw
+                auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
+                    graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)), no_signal=marks,
+                    include_no_signal=include_no_signal).mean(0))
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
             rocs.setdefault(label, {})[method] = (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc)
-            echo(f"case {label}, {method}: edge AUROC {res.edge_auroc:.4f}")
+            echo(f"case {label}, {method}: edge AUROC {auroc[label][method]:.4f} "
+                 f"(promoted {promoted[label][method]:.4f})")
     order = sorted(auroc, key=_case_key)
     auroc = {c: auroc[c] for c in order}
+    promoted = {c: promoted[c] for c in order}
     node_auroc = {c: node_auroc[c] for c in sorted(node_auroc, key=_case_key)}
     rocs = {c: rocs[c] for c in sorted(rocs, key=_case_key)}
     stats = _method_stats(auroc, method_list)
     timings = {c: timings[c] for c in sorted(timings, key=_case_key)}
     if not auroc:
         (out / "table.md").write_text(_markdown(auroc, node_auroc, method_list, stats, time.perf_counter() - t0,
-                                                kinds, timings))
+                                                kinds, timings, promoted, signal))
         raise CbenchError("no case could be scored: " + "; ".join(
             f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
     plots = _plots(out, auroc, rocs, method_list)
     wall = time.perf_counter() - t0
-    table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings)
+    table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
     (out / "table.md").write_text(table)
-    doc = results_document("bench", {"auroc": auroc, "node_auroc": node_auroc, "method_runtime_s": timings,
+    doc = results_document("bench", {"auroc": auroc, "auroc_promoted": promoted, "granularity": "qkv",
+                                     "calibration": _calibration(auroc, method_list),
+                                     "no_signal_edges": {c: signal[c] for c in sorted(signal, key=_case_key)},
+                                     "no_signal": "included as positives" if include_no_signal
+                                     else "left out of the edge ROC",
+                                     "random": f"mean edge AUROC over {RANDOM_SEEDS} seeds",
+                                     "node_auroc": node_auroc, "method_runtime_s": timings,
                                      "model_kind": {c: kinds[c] for c in sorted(kinds, key=_case_key)},
                                      "summary": stats["summary"], "mann_whitney_p": stats["p"], "a12": stats["a12"],
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
                            {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
-                            "sampled": sampled, "seed": seed},
+                            "sampled": sampled, "seed": seed, "include_no_signal": include_no_signal},
                            cases=list(auroc), runtime_s=wall)
     write_results(out / "results.json", doc)
     echo(table)
@@ -353,8 +401,20 @@ def _method_stats(auroc: dict, methods: list[str]) -> dict:
     return {"summary": summary, "p": p, "a12": a12}
 
 
-def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None) -> str:
-    kinds, timings = kinds or {}, timings or {}
+def _calibration(auroc: dict, methods: list[str]) -> dict:
+    """The oracle and random rows: mean, min and max over cases of their edge AUROC."""
+    out = {}
+    for m, target in ((ORACLE, "1.0 on Tracr ground truths (without no-signal edges); >= 0.99 on SIIT v2"),
+                      ("random", "0.5 +- 0.02 per case")):
+        if m in methods:
+            v = [auroc[c][m] for c in auroc if auroc[c].get(m) is not None]
+            out[m] = ({"n": len(v), "mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v)),
+                       "target": target} if v else {"n": 0, "target": target})
+    return out
+
+
+def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None, promoted=None, signal=None) -> str:
+    kinds, timings, promoted, signal = kinds or {}, timings or {}, promoted or {}, signal or {}
 
     def f(x, d=3):
         return "–" if x is None else f"{x:.{d}f}"
@@ -368,14 +428,33 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None)
 
     head = "| case | model | " + " | ".join(methods) + " |"
     rule = "|---|---|" + "---|" * len(methods)
-    lines = ["# cbench bench", "", "Edge AUROC against the ground truth (q/k/v promoted to heads; head score = max |score| "
-             "over q/k/v, signed for mask-logit methods such as sp and edge-sp). Model: the SIIT model "
+    lines = ["# cbench bench", "", "Edge AUROC against the ground truth at q/k/v granularity (every q/k/v edge "
+             "ranked by |score|, signed for mask-logit methods such as sp and edge-sp), with ground-truth edges "
+             f"that cannot carry signal left out. `{ORACLE}` is the oracle (each edge's exact effect, measured "
+             f"alone); `random` is the mean over {RANDOM_SEEDS} seeds. Model: the SIIT model "
              "`case-<id>` where released, else the compiled Tracr model `tracr-case-<id>`.", "", head, rule]
     for c in auroc:
         lines.append(f"| {c} | {model(c)} | " + " | ".join(f(auroc[c].get(m)) for m in methods) + " |")
     s = stats["summary"]
     lines.append("| **mean** | | " + " | ".join(f(s[m].get("mean")) for m in methods) + " |")
     lines.append("| **std** | | " + " | ".join(f(s[m].get("std")) for m in methods) + " |")
+    calib = _calibration(auroc, methods)
+    if calib:
+        lines += ["", "Calibration (edge AUROC over the cases):", "", "| row | mean | min | max | target |",
+                  "|---|---|---|---|---|"]
+        for m, label in ((ORACLE, f"oracle ({ORACLE})"), ("random", f"random ({RANDOM_SEEDS} seeds)")):
+            if m in calib:
+                r = calib[m]
+                lines.append(f"| {label} | {f(r.get('mean'))} | {f(r.get('min'))} | {f(r.get('max'))} | {r['target']} |")
+    if promoted:
+        lines += ["", "Edge AUROC promoted to heads (InterpBench-compatible: a head edge's score is the max |score| "
+                  "over its q/k/v edges):", "", head, rule]
+        lines += _rows(promoted, methods, model, f)
+    marked = {c: v for c, v in signal.items() if v.get("edges")}
+    if marked:
+        lines += ["", "Ground-truth edges left out as carrying no signal:", ""]
+        for c, v in marked.items():
+            lines.append(f"* {c} ({v['from']}): " + ", ".join(sorted(v["edges"])))
     lines += ["", "Node AUROC (– where every node is in the circuit):", "", head, rule]
     for c in node_auroc:
         lines.append(f"| {c} | {model(c)} | " + " | ".join(f(node_auroc[c].get(m)) for m in methods) + " |")
@@ -391,14 +470,20 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None)
 
         lines += ["", "Method runtime per case (s; the discovery itself, after data and ablations are prepared; "
                   "kept from the run that made the scores file):", "", head, rule]
-        for c in timings:
-            lines.append(f"| {c} | {model(c)} | " + " | ".join(t(timings[c].get(m)) for m in methods) + " |")
-        per = {m: [timings[c][m] for c in timings if timings[c].get(m) is not None] for m in methods}
-        lines.append("| **mean** | | " + " | ".join(t(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
-        lines.append("| **total** | | " + " | ".join(t(float(np.sum(v))) if v else "–" for v in per.values()) + " |")
+        lines += _rows(timings, methods, model, t, total=True)
     lines += ["", f"Wall time of this run (after loading the package; a resumed run counts only its own work, "
               f"plots included): {wall:.1f} s.", ""]
     return "\n".join(lines)
+
+
+def _rows(values: dict, methods: list[str], model, fmt, total: bool = False) -> list[str]:
+    """Markdown rows of a per-case x method table, then its mean (and total) over the cases."""
+    lines = [f"| {c} | {model(c)} | " + " | ".join(fmt(values[c].get(m)) for m in methods) + " |" for c in values]
+    per = {m: [values[c][m] for c in values if values[c].get(m) is not None] for m in methods}
+    lines.append("| **mean** | | " + " | ".join(fmt(float(np.mean(v))) if v else "–" for v in per.values()) + " |")
+    if total:
+        lines.append("| **total** | | " + " | ".join(fmt(float(np.sum(v))) if v else "–" for v in per.values()) + " |")
+    return lines
 
 
 def _plots(out: Path, auroc, rocs, methods) -> list[str]:

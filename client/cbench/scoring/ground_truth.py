@@ -2,25 +2,35 @@
 
 The rules, in one place:
 
-* **Promotion.** Discovery methods score edges at q/k/v granularity (``input->a1.h0<q>``), but a
-  trained model may solve a task through its QK or its OV circuit, so InterpBench promotes q/k/v
-  to whole heads in *both* circuits before comparing. A head-level edge ``src->a1.h0`` is in the
+* **Edge AUROC at q/k/v granularity** (the default, ``edge_auroc``): over every edge of the graph
+  (``input->a1.h0<q>`` and ``input->a1.h0<k>`` are two edges), ranked by |score|, against the
+  ground truth's q/k/v edges. The released circuits have q/k/v detail, so nothing needs
+  promoting, and a random score vector is at chance (0.5 in expectation).
+* **Promoted edge AUROC** (``edge_auroc_promoted``, InterpBench-compatible): q/k/v promoted to
+  whole heads in *both* circuits, as InterpBench does. A head-level edge ``src->a1.h0`` is in the
   ground truth if any of its q/k/v edges is; its **score is the largest |score| over its q/k/v
-  edges** (edges into MLPs and logits keep |score|). Ranking by magnitude treats a strongly
-  negative edge as important, as ACDC's and EAP's thresholds do. Methods whose scores are mask
-  **logits** (``sp``, ``edge-sp``: negative = pruned) are ranked by the **signed** score (max
-  over q/k/v), since there a large negative value means "surely not in the circuit"; a document
-  can also say so with ``method.score_kind: "signed"`` (or ``"absolute"``), and ``signed=``
-  overrides both.
-* **Edge ROC/AUROC** is over all head-level edges of the graph, with ties as one threshold.
-* **Nodes** are the heads and MLPs (``input`` and ``logits`` are in every circuit, so they are
-  left out of node ROC). A node is in the ground truth if a ground-truth edge touches it. A node's
-  score is the largest head-level edge score over the edges into or out of it; for a node-level
-  method (the document gives a numeric ``score`` for every head and MLP in ``nodes``) the
-  given node scores are used as they are.
-* **Precision/recall** at the method's own circuit (``in_graph``): a head-level edge is in it if
-  any of its q/k/v edges is; nodes from ``nodes[*].in_graph`` (or, when the document gives no
-  node flags, the nodes its in_graph edges touch).
+  edges**. The maximum lifts head edges of any noisy method above single edges (random scores
+  0.41 on average over the 16 main cases), so it is reported second, for comparison with
+  published tables. A head-level ground truth (``granularity: head``) is scored this way only.
+* **Signed or absolute.** Ranking by magnitude treats a strongly negative edge as important, as
+  ACDC's and EAP's thresholds do. Methods whose scores are mask **logits** (``sp``, ``edge-sp``:
+  negative = pruned) are ranked by the **signed** score (max over q/k/v when promoted); a
+  document can also say so with ``method.score_kind: "signed"`` (or ``"absolute"``), and
+  ``signed=`` overrides both.
+* **Edges that cannot carry signal** (``no_signal``: a circuit's ``edge_signal`` marks, or the
+  ones :mod:`cbench.scoring.edge_signal` derives from the model's behaviour) are left out of the
+  edge ROC entirely -- neither positive nor negative -- unless ``include_no_signal``. Promoted,
+  a head edge is left out when every ground-truth q/k/v edge of it is.
+* **ROC/AUROC** with ties as one threshold.
+* **Nodes** (unchanged by the above) are the heads and MLPs (``input`` and ``logits`` are in
+  every circuit, so they are left out of node ROC). A node is in the ground truth if a
+  ground-truth edge touches it. A node's score is the largest head-level edge score over the
+  edges into or out of it; for a node-level method (the document gives a numeric ``score`` for
+  every head and MLP in ``nodes``) the given node scores are used as they are.
+* **Precision/recall** at the method's own circuit (``in_graph``), at the edge AUROC's
+  granularity (and promoted: a head-level edge is in it if any of its q/k/v edges is); nodes
+  from ``nodes[*].in_graph`` (or, when the document gives no node flags, the nodes its in_graph
+  edges touch).
 """
 
 from __future__ import annotations
@@ -196,20 +206,31 @@ def check_edge_scores(doc, graph: Graph, case: str | None = None, d_model: int |
 
 @dataclass(frozen=True)
 class GroundTruthScore:
-    edge_roc: RocCurve
+    edge_roc: RocCurve  # at ``granularity`` (q/k/v unless the ground truth is head-level)
     node_roc: RocCurve
     edge_pr: PrecisionRecall
     node_pr: PrecisionRecall
     n_head_edges: int
-    n_true_edges: int
+    n_true_edges: int  # ground-truth edges scored at ``granularity`` (no-signal ones left out)
     n_nodes: int
     n_true_nodes: int
     node_scores_source: str  # "edges" (max over incident edges) or "given"
     signed: bool
+    granularity: str = "qkv"  # of edge_roc: "qkv" or "head"
+    promoted_roc: RocCurve | None = None  # InterpBench-compatible: q/k/v promoted to heads
+    promoted_pr: PrecisionRecall | None = None
+    n_edges: int = 0  # edges in edge_roc
+    n_true_head_edges: int = 0  # ground-truth head-level edges in promoted_roc
+    no_signal_edges: tuple = ()  # ground-truth edges left out (or, with include_no_signal, kept)
+    no_signal_included: bool = False
 
     @property
     def edge_auroc(self) -> float:
         return self.edge_roc.auroc
+
+    @property
+    def edge_auroc_promoted(self) -> float:
+        return (self.promoted_roc or self.edge_roc).auroc
 
     @property
     def node_auroc(self) -> float:
@@ -224,38 +245,79 @@ class GroundTruthScore:
         def roc(r: RocCurve) -> dict:
             return {"fpr": [float(x) for x in r.fpr], "tpr": [float(x) for x in r.tpr]}
 
+        how = "signed score" if self.signed else "|score|"
         out = {
             "edge_auroc": self.edge_auroc,
+            "edge_auroc_promoted": self.edge_auroc_promoted,
             "node_auroc": None if math.isnan(self.node_auroc) else self.node_auroc,
             "edge_precision_recall": pr(self.edge_pr), "node_precision_recall": pr(self.node_pr),
-            "n_head_edges": self.n_head_edges, "n_true_edges": self.n_true_edges,
+            "edge_precision_recall_promoted": pr(self.promoted_pr or self.edge_pr),
+            "n_edges": self.n_edges, "n_true_edges": self.n_true_edges,
+            "n_head_edges": self.n_head_edges, "n_true_head_edges": self.n_true_head_edges,
             "n_nodes": self.n_nodes, "n_true_nodes": self.n_true_nodes,
-            "granularity": "head", "edge_score": "max signed over q/k/v" if self.signed else "max |score| over q/k/v",
+            "granularity": self.granularity,
+            "edge_score": how if self.granularity == "qkv" else f"max {how} over q/k/v",
+            "edge_score_promoted": "max signed over q/k/v" if self.signed else "max |score| over q/k/v",
+            "no_signal_edges": list(self.no_signal_edges),
+            "no_signal": "included as positives" if self.no_signal_included else "left out of the edge ROC",
             "node_scores": "given by the method" if self.node_scores_source == "given"
             else "max over incident head-level edges",
         }
         if curves:
             out["edge_roc"] = roc(self.edge_roc)
+            out["edge_roc_promoted"] = roc(self.promoted_roc or self.edge_roc)
             out["node_roc"] = roc(self.node_roc)
         return out
 
 
-def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
-                        signed: bool | None = None) -> GroundTruthScore:
-    """Edge- and node-level ROC/AUROC and precision/recall of an (already checked) edge-scores
-    document against ground-truth edges (q/k/v or head names). ``signed=None``: by the method
-    (see :func:`signed_ranking`)."""
-    if signed is None:
-        signed = signed_ranking(doc)
-    truth = truth_head_edges(graph, truth_edges)
-    if not truth:
-        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
-    scores, flags = _edge_vector(graph, doc)
-    head_scores = head_level_scores(graph, scores, signed=signed)
-    labels = np.array([n in truth for n in graph.head_edge_names])
+def _roc(scores: np.ndarray, labels: np.ndarray, what: str) -> RocCurve:
+    if not labels.any():
+        raise UsageError(f"no ground-truth edge is left to score {what} (every one is marked as carrying no "
+                         "signal); pass --include-no-signal to count them")
     if labels.all():
         raise UsageError("the ground-truth circuit contains every edge of the graph; AUROC is undefined")
-    edge_roc = roc_curve(head_scores, labels)
+    return roc_curve(scores, labels)
+
+
+def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
+                        signed: bool | None = None, no_signal: Iterable[str] = (),
+                        include_no_signal: bool = False) -> GroundTruthScore:
+    """Edge- and node-level ROC/AUROC and precision/recall of an (already checked) edge-scores
+    document against ground-truth edges (q/k/v or head names). ``signed=None``: by the method
+    (see :func:`signed_ranking`). ``no_signal``: ground-truth edges that cannot carry signal, left
+    out of the edge ROC (both granularities) unless ``include_no_signal``."""
+    if signed is None:
+        signed = signed_ranking(doc)
+    truth_list = list(dict.fromkeys(truth_edges))
+    truth = truth_head_edges(graph, truth_list)
+    if not truth:
+        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
+    marked = [n for n in dict.fromkeys(no_signal) if n in set(truth_list)]
+    dropped = set() if include_no_signal else set(marked)
+    scores, flags = _edge_vector(graph, doc)
+    head_scores = head_level_scores(graph, scores, signed=signed)
+
+    # promoted (InterpBench-compatible): a head edge is left out when all its truth q/k/v edges are
+    labels = np.array([n in truth for n in graph.head_edge_names])
+    kept_truth = truth_head_edges(graph, [n for n in truth_list if n not in dropped]) if dropped else truth
+    keep_h = np.array([not (n in truth and n not in kept_truth) for n in graph.head_edge_names])
+    head_flags = in_graph_head_edges(graph, flags)
+    promoted_roc = _roc(head_scores[keep_h], labels[keep_h], "after promotion")
+    promoted_pr = precision_recall(head_flags[keep_h], labels[keep_h])
+
+    # q/k/v granularity, when the ground truth has q/k/v detail
+    qkv = all(graph.has_edge(n) for n in truth_list)
+    if qkv:
+        truth_set = set(truth_list)
+        labels_q = np.fromiter((e.name in truth_set for e in graph.edges), dtype=bool, count=graph.n_edges)
+        keep_q = np.fromiter((e.name not in dropped for e in graph.edges), dtype=bool, count=graph.n_edges)
+        vals = scores if signed else np.abs(scores)
+        edge_roc = _roc(vals[keep_q], labels_q[keep_q], "")
+        edge_pr = precision_recall(flags[keep_q], labels_q[keep_q])
+        n_edges, n_true = int(keep_q.sum()), int((labels_q & keep_q).sum())
+    else:
+        edge_roc, edge_pr = promoted_roc, promoted_pr
+        n_edges, n_true = int(keep_h.sum()), int((labels & keep_h).sum())
 
     names = scored_nodes(graph)
     true_nodes = set()
@@ -272,11 +334,12 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
     else:
         node_roc = roc_curve(node_scores, node_labels)
 
-    head_flags = in_graph_head_edges(graph, flags)
     node_flags = in_graph_nodes(graph, doc, head_flags)
     return GroundTruthScore(
-        edge_roc=edge_roc, node_roc=node_roc,
-        edge_pr=precision_recall(head_flags, labels), node_pr=precision_recall(node_flags, node_labels),
-        n_head_edges=len(graph.head_edge_names), n_true_edges=len(truth), n_nodes=len(names),
+        edge_roc=edge_roc, node_roc=node_roc, edge_pr=edge_pr,
+        node_pr=precision_recall(node_flags, node_labels),
+        n_head_edges=len(graph.head_edge_names), n_true_edges=n_true, n_nodes=len(names),
         n_true_nodes=int(node_labels.sum()), node_scores_source="given" if given is not None else "edges",
-        signed=signed)
+        signed=signed, granularity="qkv" if qkv else "head", promoted_roc=promoted_roc, promoted_pr=promoted_pr,
+        n_edges=n_edges, n_true_head_edges=int((labels & keep_h).sum()), no_signal_edges=tuple(marked),
+        no_signal_included=bool(include_no_signal and marked))

@@ -6,8 +6,8 @@ ground-truth circuit, (base, source) input pairs with labels, and circuit masks.
   artifact directory or a case name (resolved with ``cbench.loading.load`` when the hub client
   provides it).
 * :func:`pair_data` — (base, source) pairs as :class:`cbench.task_data.TaskData` (the runtime's
-  data type): the case's counterfactual dataset when it can be loaded, else pairs sampled from
-  meta.json. Without labels, scores compare against the full model's own outputs (for Tracr
+  data type): the case's counterfactual dataset (pulled when not cached), or pairs sampled from
+  meta.json only when asked for (``sampled``). Without labels, scores compare against the full model's own outputs (for Tracr
   models that *is* the program's output).
 * :func:`circuit_mask` — a boolean vector over the graph's edges from q/k/v- or head-level names
   (a head-level name means its q, k and v edges).
@@ -97,7 +97,8 @@ def resolve_case(case_or_path: str | os.PathLike, verify: bool = True) -> Scorin
 def pair_data(case: ScoringCase, split: str = "validation", n: int | None = 200, seed: int = 0,
               sampled: bool = False):
     """(base, source) pairs as a :class:`cbench.task_data.TaskData`: the case's counterfactual
-    dataset when it can be loaded (``sampled=False``), else pairs sampled from meta.json."""
+    dataset (pulled when not cached; an error when it cannot be had), or pairs sampled from
+    meta.json when ``sampled``."""
     from cbench.task_data import load_task_data, sample_pairs
 
     if sampled:
