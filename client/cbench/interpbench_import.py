@@ -104,11 +104,14 @@ def _config_json(cfg: Any, path: Path) -> dict:
 
 def _case_metadata(directory: Path, case_id: str) -> dict:
     for candidate in (directory / "benchmark_metadata.json", directory.parent / "benchmark_metadata.json"):
-        if candidate.is_file():
+        if candidate.exists():
+            from cbench.errors import SchemaError
+            from cbench.validation import read_json
+
             try:
-                data = json.loads(candidate.read_text())
-            except (OSError, ValueError):
-                return {}
+                data = read_json(candidate)  # bounded: regular files, 64 MB, 64 levels of nesting
+            except SchemaError as exc:
+                raise ArtifactError(f"{str(exc).splitlines()[0]} (benchmark_metadata.json of the release)") from None
             for case in data.get("cases", []) if isinstance(data, dict) else []:
                 if isinstance(case, dict) and str(case.get("case_id")).removeprefix("case-") == case_id:
                     return case

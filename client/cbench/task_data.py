@@ -161,20 +161,40 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
 def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
                    seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
     """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
-    ``case-<id>``, at meta.json's ``dataset_revision`` when set) if that dataset can be loaded,
-    else sampled pairs (deterministic in ``seed``). ``n_examples`` caps the number of pairs."""
-    data = None
-    if use_dataset:
-        try:
-            from cbench.loading import load_dataset  # the hub helper; absent or unreachable: fall back
+    ``case-<id>``, at meta.json's ``dataset_revision`` when set) if that dataset is available,
+    else sampled pairs (deterministic in ``seed``; ``info["fallback"]`` says why). ``n_examples``
+    caps the number of pairs.
 
-            revision = meta.get("dataset_revision")
-            ds = load_dataset("counterfactuals", f"case-{case}", revision=revision, split=split, offline=offline)
-            data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
-        except Exception:
-            data = None
+    Only a dataset that is not available (not cached offline, no such revision, or no config for
+    this case) falls back to sampling; a split the case's config does not have is a UsageError,
+    and a damaged or unreadable dataset is an error, never a silent switch to other inputs."""
+    data = None
+    fallback = None
+    if use_dataset:
+        from cbench.errors import HubUnreachableError, UnknownRepoError, UnknownRevisionError
+        from cbench.loading import dataset_splits, open_dataset
+        from cbench.pull import pull
+
+        revision = meta.get("dataset_revision")
+        config = f"case-{case}"
+        try:
+            snap = pull("counterfactuals", revision, repo_type="dataset", offline=offline)
+        except (HubUnreachableError, UnknownRepoError, UnknownRevisionError):
+            snap, fallback = None, "is not in the cache"
+        if snap is not None:
+            splits = dataset_splits(snap.path).get(config)
+            if splits is None:
+                fallback = f"has no config {config} (cbench/counterfactuals@{snap.tag or snap.sha[:12]})"
+            elif split not in splits:
+                raise UsageError(f"--split {split!r}: cbench/counterfactuals config {config} has the splits "
+                                 f"{', '.join(splits)}")
+            else:
+                ds = open_dataset(snap, config, split=split)
+                data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
     if data is None:
         data = sample_pairs(meta, n_examples or 100, seed)
+        if fallback:
+            data.info["fallback"] = fallback
     elif n_examples:
         data = data.subset(n_examples)
     return data

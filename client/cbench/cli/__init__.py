@@ -34,6 +34,7 @@ COMMANDS = {
     "adversarial": "cbench.cli.scoring_cmds:adversarial",
     "bench": "cbench.cli.scoring_cmds:bench",
     "demo": "cbench.cli.demo_cmd:demo",
+    "cache": "cbench.cli.cache_cmds:cache",
 }
 
 
