@@ -979,7 +979,11 @@ def read_json(path: str | os.PathLike) -> Any:
     except SchemaError as exc:
         msg = str(exc)
         if "bytes is more than" in msg or "more than cbench reads" in msg:
-            raise SchemaError(f"{where}: larger than the {_size(MAX_JSON_BYTES)} cbench reads for one JSON "
+            try:
+                size = f"{_size(os.stat(path).st_size)} is larger"
+            except OSError:
+                size = "larger"
+            raise SchemaError(f"{where}: {size} than the {_size(MAX_JSON_BYTES)} cbench reads for one JSON "
                               "document; refusing to read it") from None
         raise
     return loads(data, where)

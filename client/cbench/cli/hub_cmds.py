@@ -161,7 +161,7 @@ def pull(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
     if facts.get("task_type"):
         bits.append(f"task {facts['task_type']}")
     bits.append(f"{snap.files} files, {_size(snap.size)}")
-    bits.append("from cache, verified" if snap.from_cache else "downloaded and verified")
+    bits.append("from cache" if snap.from_cache else "downloaded and verified")
     click.echo("; ".join(bits))
     click.echo(str(snap.path))
 
