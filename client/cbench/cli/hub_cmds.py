@@ -7,6 +7,7 @@ cached case imports neither torch, TransformerLens nor datasets: it reads JSON f
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -217,7 +218,7 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
     Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
     """
     rows = _list_rows(repo_type, endpoint, hub_dir)
-    if rows and rows[0]["source"] == "cache":
+    if _offline() or endpoint is not None or (hub_dir is None and os.environ.get("CBENCH_ENDPOINT")):
         click.echo(f"note: listing the cache ({'offline' if _offline() else 'an endpoint is not listed'}); "
                    f"pull a {repo_type} to add it", err=True)
     if as_json:
