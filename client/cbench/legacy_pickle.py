@@ -254,8 +254,11 @@ class RestrictedUnpickler(_Base):
             return _numpy_scalar
         if (module == "transformer_lens" or module.startswith("transformer_lens.")) and name in _CONFIG_NAMES:
             return _config_factory
+        what = f"{module}.{name}"
+        if not re.match(r"^[\w.<>]{1,200}$", what):
+            what = repr(what)[:200]
         raise UnsafePickleError(
-            f"{self.source}: refused: the pickle asks for {module}.{name}, which cbench does not load "
+            f"{self.source}: refused: the pickle asks for {what}, which cbench does not load "
             "(allowed: plain containers, numbers, strings, torch dtypes, numpy scalars and a "
             "HookedTransformerConfig's field values); nothing in it was run")
 
@@ -402,7 +405,8 @@ def _unpickle_to_wire(data: bytes, source: str) -> Any:
         raise ArtifactError(f"{source}: not a readable pickle (it needs more memory than cbench allows)") from None
     except RecursionError:
         raise ArtifactError(f"{source}: not a readable pickle (nested too deeply)") from None
-    except Exception as exc:  # noqa: BLE001 - any failure of a malformed pickle is one clear line
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, LookupError, OverflowError,
+            struct.error, UnicodeError) as exc:  # what a malformed pickle makes the opcode loop raise
         detail = str(exc).splitlines()[0][:200] if str(exc) else ""
         raise ArtifactError(f"{source}: not a readable pickle ({type(exc).__name__}"
                             f"{': ' + detail if detail else ''})") from None

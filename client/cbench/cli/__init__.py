@@ -127,6 +127,10 @@ def main(argv=None) -> int:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:  # a file-system answer no command mapped (name too long, loop, ...): one line
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        click.echo(f"error: {str(where)[:300]}{exc.strerror or exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover
