@@ -108,6 +108,10 @@ def use_cpu_threads() -> None:
 
 def main(argv=None) -> int:
     """Entry point: run the CLI, turning every cbench error into one line and an exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if any("\0" in str(a) for a in args):  # no file name or value can hold one; Python would raise
+        click.echo("error: an argument contains a NUL byte", err=True)
+        sys.exit(2)
     try:
         cli.main(args=argv, prog_name="cbench", standalone_mode=False)
         return 0
