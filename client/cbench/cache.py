@@ -99,6 +99,10 @@ class Cache:
 
         self.meta.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.meta / "index.lock")):
+            for stale in self.meta.glob("index.*.tmp"):  # left by a writer killed before its rename
+                pid = stale.name.split(".")[1]
+                if pid.isdigit() and not _alive(int(pid)):
+                    stale.unlink(missing_ok=True)
             data = self.read_index()
             yield data
             tmp = self.index_path.with_name(f"index.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -13,7 +13,7 @@ records, and any difference is a problem:
 4. **``meta.json``'s manifest** (models): the sha256 of every listed file.
 
 So a flipped byte, a replaced file, or a ``meta.json`` edited to match tampered weights (its own
-blob id and recorded sha256 then differ) are found. :func:`verify_snapshot` returns the problems;
+blob id and recorded sha256 then differ) are found. :func:`check_cached` returns the problems;
 ``cbench pull`` repairs a damaged snapshot by downloading it again, other commands refuse it,
 and ``cbench cache verify`` checks everything cached (see :mod:`cbench.pull`).
 """
@@ -42,7 +42,7 @@ class FileDigest:
     git_blob: str
 
 
-def digest_file(path: Path) -> FileDigest:
+def digest_file(path: Path, _retry: bool = True) -> FileDigest:
     """Size, sha256 and git blob id of a file, in one read."""
     size = os.stat(path).st_size
     sha256 = hashlib.sha256()
@@ -53,8 +53,10 @@ def digest_file(path: Path) -> FileDigest:
             sha256.update(chunk)
             git.update(chunk)
             n += len(chunk)
-    if n != size:  # changed while read
-        git = hashlib.sha1(b"blob %d\0" % n)
+    if n != size:  # changed while read: once more, then give up
+        if _retry:
+            return digest_file(path, _retry=False)
+        raise OSError(f"{path} changed while it was read")
     return FileDigest(n, sha256.hexdigest(), git.hexdigest())
 
 
@@ -97,7 +99,7 @@ class Report:
         return f"{self.problems[0]}{more}" if self.problems else "intact"
 
 
-def verify_snapshot(cache: Cache, ref: RepoRef, sha: str) -> Report:
+def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
     """Check one cached snapshot against its blob names, tree listing, completion record and
     manifest."""
     root = cache.snapshot_dir(ref, sha)
@@ -199,7 +201,7 @@ def verify_all(cache: Cache) -> list[Report]:
         rtype, repo_id = key.split(":", 1)
         ref = RepoRef(repo_id, rtype)
         for sha in sorted(entry.get("snapshots", {})):
-            out.append(verify_snapshot(cache, ref, sha))
+            out.append(check_cached(cache, ref, sha))
     return out
 
 

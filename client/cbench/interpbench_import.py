@@ -25,7 +25,6 @@ Choices where the release is silent (written into the card and ``meta.json``'s `
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re

@@ -21,7 +21,6 @@ resolved online.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -277,9 +276,9 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     with cache.repo_lock(res.ref):
         repaired = None
         if cache.snapshot(res.ref, res.sha) is not None:  # a concurrent pull may have finished it
-            from cbench.cache_verify import discard, verify_snapshot
+            from cbench.cache_verify import check_cached, discard
 
-            report = verify_snapshot(cache, res.ref, res.sha)
+            report = check_cached(cache, res.ref, res.sha)
             if report.ok:
                 return _tagged(cache.snapshot(res.ref, res.sha), res)
             discard(cache, report)
@@ -300,9 +299,9 @@ def _intact_cached(cache: Cache, res: Resolved) -> Snapshot | None:
     snap = cache.snapshot(res.ref, res.sha)
     if snap is None:
         return None
-    from cbench.cache_verify import verify_snapshot
+    from cbench.cache_verify import check_cached
 
-    return _tagged(snap, res) if verify_snapshot(cache, res.ref, res.sha).ok else None
+    return _tagged(snap, res) if check_cached(cache, res.ref, res.sha).ok else None
 
 
 # ---------------------------------------------------------------------------- tag pins
@@ -378,9 +377,9 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
             continue
         snap = cache.resolve_offline(ref, revision)
         if snap is not None:
-            from cbench.cache_verify import damaged_message, verify_snapshot
+            from cbench.cache_verify import check_cached, damaged_message
 
-            report = verify_snapshot(cache, ref, snap.sha)
+            report = check_cached(cache, ref, snap.sha)
             if not report.ok:
                 raise CacheDamagedError(damaged_message(snap, report))
             snap.extra["offline_reason"] = reason
@@ -452,16 +451,15 @@ def _download_error(exc: Exception, res: Resolved, endpoint: str) -> CbenchError
 
 # ---------------------------------------------------------------------------- verification
 def git_blob_id(path: Path) -> str:
-    data = path.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    from cbench.cache_verify import digest_file
+
+    return digest_file(path).git_blob
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from cbench.cache_verify import digest_file
+
+    return digest_file(path).sha256
 
 
 def verify_snapshot(path: Path, tree_listing: Path | None = None, label: str = "") -> tuple[int, int]:
