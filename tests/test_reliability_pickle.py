@@ -141,3 +141,16 @@ def test_plain_configs_survive_the_round_trip():
     assert out == cfg
     assert json.dumps({k: v for k, v in out.items() if k in ("n_layers", "act_fn", "seed")})
     assert issubclass(UnsafePickleError, CbenchError)
+
+
+def test_weights_are_read_in_a_child_and_a_crash_there_is_one_line(tmp_path, monkeypatch):
+    from cbench import interpbench_import
+
+    d = _folder(tmp_path)
+    (d / "ll_model.pth").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 3)
+    res = run_main(["import-interpbench", str(d), "--case", "3", "--out", str(tmp_path / "out")])
+    assert_one_clean_error(res, 1, "ll_model.pth", "not a readable torch state dict")
+    monkeypatch.setattr(interpbench_import, "_WEIGHTS_CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    res = run_main(["import-interpbench", str(d), "--case", "3", "--out", str(tmp_path / "out")])
+    assert_one_clean_error(res, 1, "ll_model.pth", "crashed (SIGSEGV)")
+    assert not (tmp_path / "out").exists()
