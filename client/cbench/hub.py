@@ -299,8 +299,13 @@ def publish(directory: str | os.PathLike, repo_id: str, repo_type: str = "model"
         from cbench.pull import check_endpoint
 
         hub = check_endpoint(str(hub), "--hub")
-    elif hub is not None and not str(hub).strip():
-        raise UsageError("--hub is empty; give a hub directory or an http(s):// URL")
+    elif hub is not None:
+        hp = Path(hub).expanduser()
+        if not str(hub).strip():
+            raise UsageError("--hub is empty; give a hub directory or an http(s):// URL")
+        if (hp.exists() or hp.is_symlink()) and not hp.is_dir():
+            raise UsageError(f"--hub {hp} is not a directory; give a hub directory (created if missing) or an "
+                             "http(s):// URL")
     problems = release_problems(directory, repo_type)
     if problems:
         raise PublishError(f"refusing to publish {directory} as {repo_id} {version}: "

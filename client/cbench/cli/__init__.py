@@ -131,6 +131,11 @@ def main(argv=None) -> int:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except RuntimeError as exc:
+        if "Symlink loop" not in str(exc):  # pathlib's answer to a link loop; anything else is a bug
+            raise
+        click.echo(f"error: {str(exc)[:300]}", err=True)
+        sys.exit(1)
     except OSError as exc:  # a file-system answer no command mapped (name too long, loop, ...): one line
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         click.echo(f"error: {str(where)[:300]}{exc.strerror or exc}", err=True)
