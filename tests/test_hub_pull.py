@@ -18,7 +18,8 @@ import pytest
 
 from cbench import hub as hubmod
 from cbench.cache import Cache
-from cbench.errors import HashMismatchError, HubUnreachableError, UnknownRepoError, UnknownRevisionError
+from cbench.errors import (HashMismatchError, HubUnreachableError, UnknownRepoError, UnknownRevisionError,
+                           UsageError)
 from cbench.hub import RepoRef
 from cbench.hub_server import HubServer, free_port
 from cbench.pull import pull
@@ -167,7 +168,7 @@ def test_unreachable_hub_with_nothing_cached(home):
     port = free_port()  # nothing listens there
     proc = run_cli(["pull", "case-3", "--endpoint", f"http://127.0.0.1:{port}"], env={"CBENCH_HOME": str(home)})
     assert_clean_error(proc, "cannot reach", "not cached", "--hub DIR", "HF_HUB_OFFLINE=1")
-    with pytest.raises(HubUnreachableError):
+    with pytest.raises(UsageError, match="no-such-hub does not exist"):  # a usage error, not a cache fall-back
         pull("case-3", hub=str(home / "no-such-hub"))
     offline = run_cli(["info", "case-3"], env={"CBENCH_HOME": str(home), "HF_HUB_OFFLINE": "1"})
     assert_clean_error(offline, "offline", "not cached")

@@ -189,14 +189,41 @@ def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo):
     """Copy built artifacts into model_zoo/releases at VERSION and rewrite the benchmark index."""
     from cbench.hub import zoo_dir
 
+    from cbench.errors import UsageError
+    from cbench.hub import parse_version
+
+    parse_version(version)  # a bad version is a usage error before anything is read
     zoo = zoo or zoo_dir()
     if zoo is None:
         raise BuildError("cannot find model_zoo/; pass --zoo")
-    only_set = {s.strip() for s in only.split(",")} if only else None
-    done = release({"tracr": tracr_dir, "siit": siit_dir, "datasets": datasets_dir}, version, zoo, only_set)
+    if not Path(zoo).is_dir():
+        raise UsageError(f"--zoo {zoo}: no such directory")
+    built = {"tracr": tracr_dir, "siit": siit_dir, "datasets": datasets_dir}
+    if not any(Path(d).is_dir() for d in built.values()):
+        raise UsageError(f"none of {', '.join(str(d) for d in built.values())} exists; build something first "
+                         "(cbench build tracr / datasets / siit) or pass --tracr-dir/--siit-dir/--datasets-dir")
+    only_set = {s.strip() for s in only.split(",") if s.strip()} if only is not None else None
+    if only is not None:
+        names = {name for _t, name, _p in collect(built)}
+        unknown = sorted((only_set or {""}) - names)
+        if unknown:
+            raise UsageError(f"--only {', '.join(unknown) or repr(only)}: not among the built artifacts "
+                             f"({', '.join(sorted(names)[:12]) or 'none'}{', ...' if len(names) > 12 else ''})")
+    done = release(built, version, zoo, only_set)
     for r in done:
         click.echo(f"released {r}")
     if not done:
-        click.echo("nothing new to release")
+        index_path = zoo / "releases" / "index.json"
+        current = None
+        if index_path.is_file():
+            try:
+                current = json.loads(index_path.read_text()).get("version")
+            except (OSError, ValueError, AttributeError):
+                current = None
+        if current != version:
+            raise UsageError(f"nothing new to release at {version}: every built artifact is already released; "
+                             f"the index was left at {current or 'its version'}")
+        click.echo(f"nothing new to release; the index stays at {version}")
+        return
     out = write_index(zoo, version)
     click.echo(f"index: {out}")

@@ -148,8 +148,14 @@ def siit_report_cmd(models_dirs, out, n_pairs):
     def find(name: str) -> Path | None:
         return next((d / name for d in existing if (d / name / "meta.json").is_file()), None)
 
+    from cbench.safe_io import output_target
+
+    output_target(out or default_report_path())  # a bad --out fails before any work
     ids = {p.name.removeprefix("iit-case-") for d in existing for p in d.glob("iit-case-*")}
     cases = sorted((c for c in ids if find(f"case-{c}") is not None), key=_case_key)
+    if not cases:
+        raise BuildError(f"{', '.join(map(str, existing))}: no case has both a SIIT model (case-<id>) and an IIT "
+                         "model (iit-case-<id>); nothing to compare, no report written")
     rows = []
     for case in cases:
         siit = model_effects(find(f"case-{case}"), n_pairs)
@@ -158,9 +164,9 @@ def siit_report_cmd(models_dirs, out, n_pairs):
         rows.append((iit, siit))
     text = render_report(rows, existing)
     path = out or default_report_path()
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    from cbench.safe_io import write_output
+
+    write_output(path, text.encode("utf-8"))
     click.echo(f"wrote {path} ({len(rows)} case(s))")
 
 

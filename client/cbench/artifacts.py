@@ -118,27 +118,17 @@ def dumps_json(doc: Any) -> bytes:
 
 
 def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """One place that writes a file cbench was asked to write: :func:`cbench.safe_io.write_output`."""
+    from cbench.safe_io import write_output
+
+    write_output(path, data, option="output")
 
 
 def write_json(path: str | os.PathLike, doc: Any) -> Path:
-    """Write ``doc`` as deterministic JSON (:func:`dumps_json`), atomically (temp file + rename)."""
+    """Write ``doc`` as deterministic JSON (:func:`dumps_json`) through :func:`cbench.safe_io.write_output`
+    (new or regular files only; atomic)."""
     path = Path(path)
-    data = dumps_json(doc)
-    try:
-        _write_bytes_atomic(path, data)
-    except OSError as e:
-        raise ArtifactError(f"{path}: cannot write it ({e.strerror or e})") from None
+    _write_bytes_atomic(path, dumps_json(doc))
     return path
 
 

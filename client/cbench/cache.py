@@ -99,6 +99,10 @@ class Cache:
 
         self.meta.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.meta / "index.lock")):
+            for stale in self.meta.glob("index.*.tmp"):  # left by a writer killed before its rename
+                pid = stale.name.split(".")[1]
+                if pid.isdigit() and not _alive(int(pid)):
+                    stale.unlink(missing_ok=True)
             data = self.read_index()
             yield data
             tmp = self.index_path.with_name(f"index.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
@@ -108,16 +112,24 @@ class Cache:
     def entry(self, ref: RepoRef) -> dict:
         return self.read_index()["repos"].get(ref.key, {})
 
-    def record_tags(self, ref: RepoRef, tags: dict[str, str]) -> None:
-        """Remember what the hub said the tags are (so offline answers use the same revisions)."""
+    def record_tags(self, ref: RepoRef, tags: dict[str, str], replace: tuple[str, ...] = ()) -> None:
+        """Remember what the hub said the tags are (so offline answers use the same revisions).
+
+        A tag already recorded keeps its sha (a version tag that moves is refused by
+        :func:`cbench.pull.check_pins`), unless it is named in ``replace`` (accepted by the user)."""
         if not tags:
             return
         known = self.entry(ref).get("tags", {})
-        if all(known.get(t) == sha for t, sha in tags.items()):
+        new = {t: sha for t, sha in tags.items() if t not in known or (t in replace and known[t] != sha)}
+        if not new:
             return  # nothing new: no lock, no write (keeps cached `cbench info` fast)
         with self._index_update() as data:
             e = data["repos"].setdefault(ref.key, {"tags": {}, "snapshots": {}})
-            e["tags"].update(tags)
+            e["tags"].update({t: sha for t, sha in new.items() if t not in e["tags"] or t in replace})
+
+    def pinned_tags(self, ref: RepoRef) -> dict[str, str]:
+        """Tag -> sha as this client first saw them."""
+        return dict(self.entry(ref).get("tags", {}))
 
     def mark_complete(self, snap: Snapshot) -> None:
         """The completion marker: written last, after verification and the move into place."""
@@ -125,6 +137,8 @@ class Cache:
             e = data["repos"].setdefault(snap.ref.key, {"tags": {}, "snapshots": {}})
             e["snapshots"][snap.sha] = {"files": snap.files, "size": snap.size, "tag": snap.tag,
                                         "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if isinstance(snap.extra.get("record"), dict):  # rel -> [size, sha256] (cbench.cache_verify)
+                e["snapshots"][snap.sha]["record"] = snap.extra["record"]
             if snap.tag:
                 e["tags"][snap.tag] = snap.sha
             e["last"] = snap.sha
@@ -219,9 +233,8 @@ class Cache:
             (dst_repo / sub).mkdir(parents=True, exist_ok=True)
         (self.root / "CACHEDIR.TAG").exists() or _copy_if_exists(staging / "CACHEDIR.TAG", self.root / "CACHEDIR.TAG")
         for blob in (src_repo / "blobs").iterdir() if (src_repo / "blobs").is_dir() else ():
-            target = dst_repo / "blobs" / blob.name
-            if not target.exists():
-                os.replace(blob, target)
+            # always the verified staging copy: a blob already in the cache may be a damaged one
+            os.replace(blob, dst_repo / "blobs" / blob.name)
         tree = src_repo / "trees" / f"{sha}.json"
         if tree.exists():
             os.replace(tree, dst_repo / "trees" / f"{sha}.json")
@@ -241,15 +254,9 @@ class Cache:
 
 
 def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from cbench.safe_io import pid_alive
+
+    return pid_alive(pid)
 
 
 def _copy_if_exists(src: Path, dst: Path) -> None:

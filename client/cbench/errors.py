@@ -67,6 +67,14 @@ class UnknownRevisionError(HubError):
     """A version tag or sha that the repository does not have."""
 
 
+class TagMovedError(HubError):
+    """A version tag now names another commit than the one recorded or pinned for it."""
+
+
+class CacheDamagedError(HashMismatchError):
+    """A cached snapshot no longer matches what was verified when it entered the cache."""
+
+
 class PublishError(HubError):
     """Publishing refused (schema violations, reused or lower version tag, ...)."""
 

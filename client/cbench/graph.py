@@ -78,6 +78,9 @@ def promote_edge_name(name: str) -> str:
     return edge_name(src, dst)
 
 
+# the largest graph cbench builds (a 24-layer x 16-head model has about 230k edges)
+MAX_EDGES = 500_000
+
 class Graph:
     """Nodes and edges of a transformer with ``n_layers`` layers of ``n_heads`` heads.
 
@@ -88,6 +91,10 @@ class Graph:
     def __init__(self, n_layers: int, n_heads: int, has_mlp: bool = True, parallel_attn_mlp: bool = False):
         if not (isinstance(n_layers, int) and n_layers >= 1 and isinstance(n_heads, int) and n_heads >= 1):
             raise GraphError(f"a graph needs n_layers >= 1 and n_heads >= 1 (got {n_layers}, {n_heads})")
+        n_edges = self.edge_count(n_layers, n_heads, has_mlp)
+        if n_edges > MAX_EDGES:
+            raise GraphError(f"a model with {n_layers} layers x {n_heads} heads has {n_edges} edges, more than "
+                             f"the {MAX_EDGES} cbench builds a graph for")
         self.n_layers = n_layers
         self.n_heads = n_heads
         self.has_mlp = has_mlp
@@ -95,6 +102,19 @@ class Graph:
         self._build()
 
     # ------------------------------------------------------------------ construction
+    @staticmethod
+    def edge_count(n_layers: int, n_heads: int, has_mlp: bool = True) -> int:
+        """The number of edges of such a graph, counted without building it: every head input
+        (q, k, v) and MLP input of layer l reads the input and every head and MLP of earlier layers
+        (an MLP also the heads of its own layer); logits read everything."""
+        m = 1 if has_mlp else 0
+        per_layer = n_heads + m
+        total = 0
+        for layer in range(n_layers):
+            upstream = 1 + layer * per_layer
+            total += 3 * n_heads * upstream + m * (upstream + n_heads)
+        return total + 1 + n_layers * per_layer
+
     @classmethod
     def from_config(cls, cfg) -> "Graph":
         """From a HookedTransformerConfig, its JSON dict, or an MIB graph ``cfg`` dict."""

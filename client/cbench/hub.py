@@ -342,13 +342,24 @@ def publish(directory: str | os.PathLike, repo_id: str, repo_type: str = "model"
     check_repo_type(repo_type)
     parse_version(version)
     timestamp = release_timestamp(version, date)
+    if hub is not None and str(hub).startswith(("http://", "https://")):
+        from cbench.pull import check_endpoint
+
+        hub = check_endpoint(str(hub), "--hub")
+    elif hub is not None:
+        hp = Path(hub).expanduser()
+        if not str(hub).strip():
+            raise UsageError("--hub is empty; give a hub directory or an http(s):// URL")
+        if (hp.exists() or hp.is_symlink()) and not hp.is_dir():
+            raise UsageError(f"--hub {hp} is not a directory; give a hub directory (created if missing) or an "
+                             "http(s):// URL")
     problems = release_problems(directory, repo_type)
     if problems:
         raise PublishError(f"refusing to publish {directory} as {repo_id} {version}: "
                            f"{len(problems)} problem(s)\n  " + "\n  ".join(problems[:50]))
     src = Path(directory).expanduser().resolve()  # git runs in the repository: paths must be absolute
     if hub is not None and str(hub).startswith(("http://", "https://")):
-        return _publish_http(src, repo_id, repo_type, version, str(hub).rstrip("/"), token)
+        return _publish_http(src, repo_id, repo_type, version, str(hub), token)
     hub_dir = Path(hub).expanduser().resolve() if hub is not None else default_hub_dir().resolve()
     return _publish_local(src, repo_id, repo_type, version, Hub(hub_dir), timestamp)
 
@@ -461,8 +472,12 @@ def _publish_http(src: Path, repo_id: str, repo_type: str, version: str, endpoin
                        repo_type=repo_type)
     except HfHubHTTPError as exc:
         raise PublishError(f"publishing {repo_id} {version} to {endpoint} failed: {str(exc).splitlines()[0]}") from None
-    except OSError as exc:
-        raise PublishError(f"cannot reach {endpoint} to publish {repo_id}: {exc}") from None
+    except PublishError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - connection errors of the HTTP stack (httpx, requests, OSError)
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise PublishError(f"cannot reach {endpoint} to publish {repo_id} ({type(exc).__name__}"
+                           f"{': ' + detail if detail else ''}); nothing was published") from None
     return PublishResult(repo_id, repo_type, version, commit.oid, endpoint)
 
 

@@ -109,7 +109,8 @@ class HubServer:
             self.port = free_port()
         elif not (0 < int(self.port) < 65536):
             raise UsageError(f"port {self.port} is not a TCP port (1-65535)")
-        self._tmp = tempfile.mkdtemp(prefix="cbench-olah-")
+        remove_stale_server_dirs()
+        self._tmp = tempfile.mkdtemp(prefix=f"cbench-olah-{os.getpid()}-")
         tmp = Path(self._tmp)
         cfg = tmp / "olah.toml"
         cfg.write_text(_config_text(self.hub_dir, self.port, tmp / "repos"))
@@ -206,3 +207,25 @@ class HubServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def remove_stale_server_dirs() -> None:
+    """Remove ``cbench-olah-<pid>-*`` directories whose process is gone (a pull killed while olah
+    ran leaves its configuration and logs behind; the next start cleans them up)."""
+    import shutil
+
+    from cbench.safe_io import pid_alive
+
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(base.glob("cbench-olah-*-*"))
+    except OSError:
+        return
+    for d in entries:
+        pid = d.name.split("-")[2]
+        if pid.isdigit() and not pid_alive(int(pid)) and d.is_dir() and not d.is_symlink():
+            try:
+                if d.stat().st_uid == os.getuid():
+                    shutil.rmtree(d, ignore_errors=True)
+            except OSError:
+                pass

@@ -25,7 +25,6 @@ Choices where the release is silent (written into the card and ``meta.json``'s `
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -68,25 +67,72 @@ def _json_safe(value: Any) -> Any:
 
 
 def _load_weights(path: Path) -> dict:
-    import pickle
+    """The state dict of ``ll_model.pth``: ``torch.load(weights_only=True)`` in a child process (a
+    crash in torch's reader becomes one line), handed back as safetensors bytes."""
+    import json
+    import signal
+    import subprocess
+    import sys
 
-    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load as st_load
 
+    from cbench.legacy_pickle import _client_root
+    from cbench.safe_io import read_regular_file
+
+    read_regular_file(path, MAX_WEIGHTS_BYTES, what="a torch state dict")  # regular file, bounded size
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        m = re.search(r"GLOBAL ([\w.]+)", str(exc))
-        what = m[1] if m else "an object outside torch's weights-only allowlist"
-        raise UnsafePickleError(f"{path}: refused: it asks for {what}, which weights-only loading does not "
-                                "allow; nothing in it was run") from None
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds on corrupt files
-        raise ArtifactError(f"{path}: not a readable torch state dict ({type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
-        state = state["state_dict"]
-    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
-        raise ArtifactError(f"{path}: expected a state dict (parameter name -> tensor)")
-    return state
+        proc = subprocess.run([sys.executable, "-I", "-c", _WEIGHTS_CHILD, str(path), _client_root()],
+                              capture_output=True, timeout=600,
+                              env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore"))
+    except subprocess.TimeoutExpired:
+        raise ArtifactError(f"{path}: reading it took more than 600 s; refused") from None
+    if proc.returncode < 0:
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        raise UnsafePickleError(f"{path}: refused: torch's reader crashed ({sig}) on it; nothing was imported")
+    if proc.returncode != 0:
+        try:
+            reply = json.loads(proc.stderr.decode("utf-8").strip().splitlines()[-1])
+        except (ValueError, IndexError, UnicodeDecodeError):
+            reply = {"kind": "unreadable", "error": f"exit {proc.returncode}"}
+        if reply.get("kind") == "unsafe":
+            what = reply.get("error") or "an object outside torch's weights-only allowlist"
+            raise UnsafePickleError(f"{path}: refused: it asks for {what}, which weights-only loading does not "
+                                    "allow; nothing in it was run")
+        if reply.get("kind") == "shape":
+            raise ArtifactError(f"{path}: expected a state dict (parameter name -> tensor)")
+        raise ArtifactError(f"{path}: not a readable torch state dict ({reply.get('error')})")
+    try:
+        return st_load(proc.stdout)
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise ArtifactError(f"{path}: the weights came back unreadable ({exc})") from None
+
+
+MAX_WEIGHTS_BYTES = 2 * 1024 ** 3
+_WEIGHTS_CHILD = r"""
+import json, pickle, re, sys
+sys.path.insert(0, sys.argv[2])
+def fail(kind, msg=""):
+    sys.stderr.write(chr(10) + json.dumps({"kind": kind, "error": msg}) + chr(10))
+    sys.exit(3)
+import torch
+try:
+    state = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+except pickle.UnpicklingError as exc:
+    m = re.search(r"GLOBAL ([\w.]+)", str(exc))
+    fail("unsafe", m[1] if m else "")
+except Exception as exc:
+    fail("unreadable", f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+    state = state["state_dict"]
+if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+    fail("shape")
+from safetensors.torch import save
+sys.stdout.buffer.write(save({k: v.detach().clone().contiguous() for k, v in state.items()}))
+"""
 
 
 def _config_json(cfg: Any, path: Path) -> dict:
@@ -104,11 +150,14 @@ def _config_json(cfg: Any, path: Path) -> dict:
 
 def _case_metadata(directory: Path, case_id: str) -> dict:
     for candidate in (directory / "benchmark_metadata.json", directory.parent / "benchmark_metadata.json"):
-        if candidate.is_file():
+        if candidate.exists():
+            from cbench.errors import SchemaError
+            from cbench.validation import read_json
+
             try:
-                data = json.loads(candidate.read_text())
-            except (OSError, ValueError):
-                return {}
+                data = read_json(candidate)  # bounded: regular files, 64 MB, 64 levels of nesting
+            except SchemaError as exc:
+                raise ArtifactError(f"{str(exc).splitlines()[0]} (benchmark_metadata.json of the release)") from None
             for case in data.get("cases", []) if isinstance(data, dict) else []:
                 if isinstance(case, dict) and str(case.get("case_id")).removeprefix("case-") == case_id:
                     return case

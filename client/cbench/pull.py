@@ -21,7 +21,6 @@ resolved online.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cbench.cache import Cache, Snapshot
-from cbench.errors import (ArtifactError, CbenchError, HashMismatchError, HubError, HubUnreachableError,
-                           SchemaError, UnknownRepoError, UnknownRevisionError, UsageError, closest)
+from cbench.errors import (ArtifactError, CacheDamagedError, CbenchError, HashMismatchError, HubError,
+                           HubUnreachableError, SchemaError, TagMovedError, UnknownRepoError, UnknownRevisionError,
+                           UsageError, closest)
 from cbench.hub import SHA_RE, Hub, RepoRef, default_hub_dir, ensure_seeded, is_version, sort_versions
 
 DEFAULT_ORG = "cbench"
@@ -110,15 +110,51 @@ class Remote:
         return {t.name: t.target_commit for t in refs.tags}
 
 
+def check_endpoint(endpoint: str, option: str = "--endpoint") -> str:
+    """An http(s) URL with a host and a valid port, without trailing slash; UsageError otherwise."""
+    from urllib.parse import urlsplit
+
+    text = str(endpoint).strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # ValueError for a port that is not a number in 0-65535
+        host = parts.hostname
+    except ValueError as exc:
+        raise UsageError(f"{option} {endpoint!r} is not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise UsageError(f"{option} {endpoint!r} is not an http(s):// URL")
+    if not host:
+        raise UsageError(f"{option} {endpoint!r} has no host; e.g. http://127.0.0.1:8090")
+    if port == 0 or any(c.isspace() for c in text) or parts.query or parts.fragment:
+        raise UsageError(f"{option} {endpoint!r} is not a server address such as http://127.0.0.1:8090")
+    return text.rstrip("/")
+
+
+def check_hub_dir(hub: str | os.PathLike, option: str = "--hub") -> Path:
+    """An existing hub directory; UsageError otherwise (never a silent fall-back to the cache)."""
+    text = os.fspath(hub)
+    if not str(text).strip():
+        raise UsageError(f"{option} is empty; give a hub directory")
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise UsageError(f"{option} {path} {what}; give a hub directory (with models/<org>/<name> git "
+                         "repositories), or --endpoint URL for a server")
+    return path
+
+
 def select_remote(endpoint: str | None = None, hub: str | os.PathLike | None = None) -> Remote:
-    endpoint = endpoint or (None if hub else os.environ.get("CBENCH_ENDPOINT"))
-    if endpoint:
-        if not str(endpoint).startswith(("http://", "https://")):
-            raise UsageError(f"endpoint {endpoint!r} is not an http(s):// URL")
-        return Remote(endpoint=str(endpoint).rstrip("/"))
-    hub = hub or os.environ.get("CBENCH_HUB")
-    if hub:
-        return Remote(hub_dir=Path(hub).expanduser())
+    """Where to pull from; a malformed endpoint or a missing hub directory is a UsageError."""
+    if endpoint is not None and hub is not None:
+        raise UsageError("give either --endpoint or --hub, not both")
+    if endpoint is not None:
+        return Remote(endpoint=check_endpoint(endpoint))
+    if hub is not None:
+        return Remote(hub_dir=check_hub_dir(hub))
+    if os.environ.get("CBENCH_ENDPOINT"):
+        return Remote(endpoint=check_endpoint(os.environ["CBENCH_ENDPOINT"], "CBENCH_ENDPOINT"))
+    if os.environ.get("CBENCH_HUB"):
+        return Remote(hub_dir=check_hub_dir(os.environ["CBENCH_HUB"], "CBENCH_HUB"))
     return Remote(hub_dir=default_hub_dir(), default=True)
 
 
@@ -212,9 +248,15 @@ def _pick_revision(ref: RepoRef, revision: str | None, tags: dict[str, str], rem
 # ---------------------------------------------------------------------------- pulling
 def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", endpoint: str | None = None,
          hub: str | os.PathLike | None = None, offline: bool | None = None,
-         cache_dir: str | os.PathLike | None = None) -> Snapshot:
+         cache_dir: str | os.PathLike | None = None, accept_moved_tag: bool = False) -> Snapshot:
     """Make ``spec`` (``case-3``, ``case-3@v1.0.0``, ``cbench/case-3@<sha>``) available locally
-    and return its verified :class:`~cbench.cache.Snapshot`."""
+    and return its verified :class:`~cbench.cache.Snapshot`.
+
+    A cached snapshot is checked (:mod:`cbench.cache_verify`) before it is returned; a damaged one
+    is downloaded again (``snap.extra["repaired"]`` says what was wrong), or refused offline. A
+    version tag that now names another commit than the one this cache recorded (or the zoo's
+    ``index.json`` pins, for the default hub) is refused (:class:`~cbench.errors.TagMovedError`)
+    unless ``accept_moved_tag``."""
     name, rev = parse_spec(spec)
     if revision is not None and rev is not None and revision != rev:
         raise UsageError(f"two versions given: {spec!r} and revision={revision!r}")
@@ -229,17 +271,90 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
         res = resolve(name, revision, repo_type, remote)
     except HubUnreachableError as exc:
         return from_cache(name, revision, repo_type, cache, reason=str(exc))
-    cache.record_tags(res.ref, res.tags)
-    snap = cache.snapshot(res.ref, res.sha)
+    moved = check_pins(res, cache, remote, accept_moved_tag)
+    cache.record_tags(res.ref, res.tags, replace=moved)
+    snap = _intact_cached(cache, res)
     if snap is not None:
-        snap.tag = res.tag or snap.tag
         return snap
     with cache.repo_lock(res.ref):
-        snap = cache.snapshot(res.ref, res.sha)  # a concurrent pull may have finished it
-        if snap is not None:
-            snap.tag = res.tag or snap.tag
-            return snap
-        return _download(res, remote, cache)
+        repaired = None
+        if cache.snapshot(res.ref, res.sha) is not None:  # a concurrent pull may have finished it
+            from cbench.cache_verify import check_cached, discard
+
+            report = check_cached(cache, res.ref, res.sha)
+            if report.ok:
+                return _tagged(cache.snapshot(res.ref, res.sha), res)
+            discard(cache, report)
+            repaired = report.summary()
+        snap = _download(res, remote, cache)
+        if repaired:
+            snap.extra["repaired"] = repaired
+        return snap
+
+
+def _tagged(snap: Snapshot, res: Resolved) -> Snapshot:
+    snap.tag = res.tag or snap.tag
+    return snap
+
+
+def _intact_cached(cache: Cache, res: Resolved) -> Snapshot | None:
+    """The cached snapshot of ``res`` if it is there and intact (checked without the lock)."""
+    snap = cache.snapshot(res.ref, res.sha)
+    if snap is None:
+        return None
+    from cbench.cache_verify import check_cached
+
+    return _tagged(snap, res) if check_cached(cache, res.ref, res.sha).ok else None
+
+
+# ---------------------------------------------------------------------------- tag pins
+def zoo_pins(ref: RepoRef) -> dict[str, str]:
+    """Version -> commit sha that the zoo's ``releases/index.json`` pins for a repository."""
+    from cbench.hub import zoo_dir
+
+    zoo = zoo_dir()
+    if zoo is None:
+        return {}
+    try:
+        doc = json.loads((Path(zoo) / "releases" / "index.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    pins: dict[str, str] = {}
+    entries = []
+    if isinstance(doc, dict):
+        for case in doc.get("cases") or []:
+            if isinstance(case, dict):
+                entries.append(case)
+                entries += [m for m in case.get("models") or [] if isinstance(m, dict)]
+        entries += [d for d in doc.get("datasets") or [] if isinstance(d, dict)]
+    for entry in entries:
+        if entry.get("repo") != ref.repo_id:
+            continue
+        for v in entry.get("versions") or []:
+            if isinstance(v, dict) and isinstance(v.get("version"), str) and isinstance(v.get("revision"), str):
+                pins[v["version"]] = v["revision"]
+    return pins
+
+
+def check_pins(res: Resolved, cache: Cache, remote: Remote, accept: bool = False) -> tuple[str, ...]:
+    """Refuse a version tag that moved: the hub says ``res.tag`` is ``res.sha``, but this cache
+    recorded another sha for it, or (for the default hub, seeded from the zoo) the zoo's index pins
+    another. Returns the tags accepted as moved (``accept``)."""
+    if res.tag is None:
+        return ()
+    pins = [("this cache recorded", cache.pinned_tags(res.ref).get(res.tag))]
+    if remote.default:
+        pins.append(("the zoo's releases/index.json pins", zoo_pins(res.ref).get(res.tag)))
+    for who, sha in pins:
+        if sha and sha != res.sha:
+            if accept:
+                return (res.tag,)
+            raise TagMovedError(
+                f"{res.ref.repo_id} {res.tag} now points at commit {res.sha}, but {who} {sha}; a released "
+                f"version must not change, so it was refused and nothing was downloaded. Check the hub "
+                f"({remote}); to use the new commit anyway, pass --accept-moved-tag (or pull "
+                f"{short_name(res.ref.repo_id)}@{sha} for the recorded one)")
+    return ()
 
 
 def seed_default_hub(hub_dir: Path, only=None) -> None:
@@ -266,6 +381,11 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
             continue
         snap = cache.resolve_offline(ref, revision)
         if snap is not None:
+            from cbench.cache_verify import check_cached, damaged_message
+
+            report = check_cached(cache, ref, snap.sha)
+            if not report.ok:
+                raise CacheDamagedError(damaged_message(snap, report))
             snap.extra["offline_reason"] = reason
             return snap
         raise UnknownRevisionError(f"{reason}; {repo_id} {revision} is not in the cache "
@@ -299,11 +419,15 @@ def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
                 raise _download_error(exc, res, endpoint) from None
             files, size = verify_snapshot(path, staging / _folder(res.ref) / "trees" / f"{res.sha}.json",
                                           label=f"{res.ref.repo_id}@{res.tag or res.sha[:12]}")
+            from cbench.cache_verify import record_of
+
+            record = record_of(path)
             final = cache.merge(staging, res.ref, res.sha)
     finally:
         if server is not None:
             server.stop()
-    snap = Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False)
+    snap = Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False,
+                    extra={"record": record})
     cache.mark_complete(snap)
     return snap
 
@@ -331,16 +455,15 @@ def _download_error(exc: Exception, res: Resolved, endpoint: str) -> CbenchError
 
 # ---------------------------------------------------------------------------- verification
 def git_blob_id(path: Path) -> str:
-    data = path.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    from cbench.cache_verify import digest_file
+
+    return digest_file(path).git_blob
 
 
 def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from cbench.cache_verify import digest_file
+
+    return digest_file(path).sha256
 
 
 def verify_snapshot(path: Path, tree_listing: Path | None = None, label: str = "") -> tuple[int, int]:

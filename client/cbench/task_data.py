@@ -173,17 +173,29 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
     from cbench.errors import CbenchError
-    from cbench.loading import load_dataset
+    from cbench.loading import dataset_splits, open_dataset
+    from cbench.pull import pull
 
     revision = meta.get("dataset_revision")
+    config = f"case-{case}"
+    advice = "pass --sampled to use input pairs sampled from meta.json instead"
     try:
-        ds = load_dataset("counterfactuals", f"case-{case}", revision=revision, split=split, offline=offline)
+        snap = pull("counterfactuals", revision, repo_type="dataset", offline=offline)
     except CbenchError as exc:
-        raise type(exc)(f"case {case}: the counterfactuals dataset could not be loaded ({exc}); "
-                        "pass --sampled to use input pairs sampled from meta.json instead") from None
+        raise type(exc)(f"case {case}: the counterfactuals dataset could not be loaded ({exc}); {advice}") from None
+    splits = dataset_splits(snap.path).get(config)
+    if splits is None:
+        raise UsageError(f"case {case}: cbench/counterfactuals@{snap.tag or snap.sha[:12]} has no config {config}; "
+                         f"{advice}")
+    if split not in splits:
+        raise UsageError(f"--split {split!r}: cbench/counterfactuals config {config} has the splits "
+                         f"{', '.join(splits)}")
+    try:
+        ds = open_dataset(snap, config, split=split)
+    except CbenchError:
+        raise
     except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
-        raise UsageError(f"case {case}: the counterfactuals dataset could not be loaded "
-                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-                         "pass --sampled to use input pairs sampled from meta.json instead") from None
+        raise UsageError(f"case {case}: the counterfactuals dataset could not be read "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); {advice}") from None
     data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
     return data.subset(n_examples) if n_examples else data

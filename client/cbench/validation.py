@@ -997,36 +997,21 @@ def read_json(path: str | os.PathLike) -> Any:
     that starts with the path (missing, a directory, not a regular file, larger than
     :data:`MAX_JSON_BYTES`, empty, binary or not UTF-8, not JSON, NaN/Infinity, duplicate keys,
     nested too deeply)."""
-    p = Path(path)
+    from cbench.safe_io import read_regular_file
+
     where = str(path)
     try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise SchemaError(f"{where}: no such file") from None
-    except NotADirectoryError:
-        raise SchemaError(f"{where}: no such file (a parent is not a directory)") from None
-    except PermissionError:
-        raise SchemaError(f"{where}: permission denied") from None
-    except (OSError, ValueError) as exc:
-        raise SchemaError(f"{where}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise SchemaError(f"{where}: is a directory, not a JSON file")
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-        raise SchemaError(f"{where}: not a regular file")
-    if st.st_size > MAX_JSON_BYTES:
-        raise SchemaError(f"{where}: {_size(st.st_size)} is larger than the {_size(MAX_JSON_BYTES)} cbench reads "
-                          "for one JSON document; refusing to read it")
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read(MAX_JSON_BYTES + 1)
-    except IsADirectoryError:
-        raise SchemaError(f"{where}: is a directory, not a JSON file") from None
-    except PermissionError:
-        raise SchemaError(f"{where}: permission denied") from None
-    except OSError as exc:
-        raise SchemaError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    if len(data) > MAX_JSON_BYTES:
-        raise SchemaError(f"{where}: larger than the {_size(MAX_JSON_BYTES)} cbench reads for one JSON document")
+        data = read_regular_file(path, MAX_JSON_BYTES, what="a JSON file", error=SchemaError)
+    except SchemaError as exc:
+        msg = str(exc)
+        if "bytes is more than" in msg or "more than cbench reads" in msg:
+            try:
+                size = f"{_size(os.stat(path).st_size)} is larger"
+            except OSError:
+                size = "larger"
+            raise SchemaError(f"{where}: {size} than the {_size(MAX_JSON_BYTES)} cbench reads for one JSON "
+                              "document; refusing to read it") from None
+        raise
     return loads(data, where)
 
 

@@ -44,6 +44,7 @@ COMMANDS = {
     "submit": "cbench.cli.report_cmds:submit",
     # ecosystem (issue 18)
     "export": "cbench.cli.export_cmd:export",
+    "cache": "cbench.cli.cache_cmds:cache",
 }
 
 
@@ -117,6 +118,10 @@ def use_cpu_threads() -> None:
 
 def main(argv=None) -> int:
     """Entry point: run the CLI, turning every cbench error into one line and an exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if any("\0" in str(a) for a in args):  # no file name or value can hold one; Python would raise
+        click.echo("error: an argument contains a NUL byte", err=True)
+        sys.exit(2)
     try:
         cli.main(args=argv, prog_name="cbench", standalone_mode=False)
         return 0
@@ -136,6 +141,15 @@ def main(argv=None) -> int:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except RuntimeError as exc:
+        if "Symlink loop" not in str(exc):  # pathlib's answer to a link loop; anything else is a bug
+            raise
+        click.echo(f"error: {str(exc)[:300]}", err=True)
+        sys.exit(1)
+    except OSError as exc:  # a file-system answer no command mapped (name too long, loop, ...): one line
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        click.echo(f"error: {str(where)[:300]}{exc.strerror or exc}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":  # pragma: no cover

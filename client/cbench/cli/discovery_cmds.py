@@ -9,14 +9,13 @@ deterministic pairs sampled from meta.json (``--seed``).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import click
 
 from cbench.cli import use_cpu_threads
+from cbench.cli.options import MAX_EXAMPLES, check_out, n_examples_option, split_option
 from cbench.errors import CbenchError, UsageError
 
 
@@ -53,20 +52,9 @@ def _parse_params(items) -> dict:
 
 
 def _write_json_atomic(path: Path, doc) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from cbench.safe_io import write_output
+
+    write_output(path, (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def _data_for(art, split, n_examples, seed, use_dataset):
@@ -83,8 +71,8 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @click.option("--method", "-m", required=True, help="acdc, eap, eap-ig-inputs, eap-ig-activations, sp, edge-sp, "
                                                    "activation-patching, random, nap, nap-ig, ifr or ugs")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
-@click.option("--split", default="validation", show_default=True, help="counterfactuals dataset split")
-@click.option("--n-examples", type=click.IntRange(min=1), default=None, help="cap on the number of input pairs")
+@split_option()
+@n_examples_option(help=f"cap on the number of input pairs (at most {MAX_EXAMPLES})")
 @click.option("--metric", default=None, help="kl, l2, ce, mae, mse or logit_diff (default per method and task)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed for sampled inputs, and the method's own seed (ugs, sp, edge-sp, random) "
@@ -93,7 +81,7 @@ def _data_for(art, split, n_examples, seed, use_dataset):
               help="how ablated edges are replaced, for methods that ablate (same as --param ablation=...; "
                    "optimal: vectors learned on the data, cached per model)")
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json, not the counterfactuals dataset")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", "out", default=None, callback=check_out,
               help="write the edge-scores JSON here (default: print a summary)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
 def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, quiet):
@@ -154,8 +142,8 @@ def _names(value: str | None) -> list[str]:
 @click.option("--node-effects", "effects", is_flag=True, help="instead: the effect of ablating each head and MLP "
                                                               "alone under resample, mean and zero ablation")
 @click.option("--metric", default=None, help="kl, l2, ce, mae, mse (default: kl or l2)")
-@click.option("--split", default="validation", show_default=True)
-@click.option("--n-examples", type=click.IntRange(min=1), default=None)
+@split_option()
+@n_examples_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")

@@ -7,6 +7,7 @@ cached case imports neither torch, TransformerLens nor datasets: it reads JSON f
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -80,15 +81,18 @@ def hub():
 
 @hub.command()
 @click.option("--hub", "hub_dir", default=None, metavar="DIR", help="hub directory (default: the per-user hub)")
-@click.option("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="port on 127.0.0.1 (default: a free one)")
 def serve(hub_dir, port):
     """Serve a hub directory over the Hugging Face protocol (olah, offline) on 127.0.0.1."""
-    from cbench.hub import default_hub_dir, ensure_seeded
+    from cbench.hub import default_hub_dir
     from cbench.hub_server import HubServer
+    from cbench.pull import check_hub_dir, seed_default_hub
 
     if hub_dir is None:
         hub_dir = default_hub_dir()
-        ensure_seeded(hub_dir)
+        seed_default_hub(hub_dir)
+    else:
+        hub_dir = check_hub_dir(hub_dir)
     server = HubServer(hub_dir, port=port, quiet=True)
     with server:
         click.echo(f"serving {server.hub_dir} at {server.endpoint} (started in {server.startup_s:.2f} s); "
@@ -104,6 +108,13 @@ def _note_offline(snap) -> None:
     reason = snap.extra.get("offline_reason")
     if reason and not reason.startswith("offline"):
         click.echo(f"note: {reason}; answering from the cache", err=True)
+    if snap.extra.get("repaired"):
+        click.echo(f"note: the cached snapshot was damaged ({snap.extra['repaired']}); downloaded it again",
+                   err=True)
+
+
+_accept_option = click.option("--accept-moved-tag", is_flag=True,
+                              help="accept a version tag that now names another commit than the one recorded")
 
 
 def _snapshot_facts(snap) -> dict:
@@ -135,14 +146,15 @@ def _snapshot_facts(snap) -> dict:
 @_endpoint_option
 @_hub_option
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object")
-def pull(spec, repo_type, endpoint, hub_dir, as_json):
+@_accept_option
+def pull(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
     """Download SPEC (case-33, tracr-case-3, org/name, with @vX.Y.Z or @<sha>), verify it, cache it.
 
     Prints what it is and, on the last line, the local path of the snapshot.
     """
     from cbench.pull import pull as do_pull
 
-    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir)
+    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir, accept_moved_tag=accept_moved_tag)
     _note_offline(snap)
     facts = _snapshot_facts(snap)
     if as_json:
@@ -164,11 +176,12 @@ def pull(spec, repo_type, endpoint, hub_dir, as_json):
 @_endpoint_option
 @_hub_option
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object")
-def info(spec, repo_type, endpoint, hub_dir, as_json):
+@_accept_option
+def info(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
     """The card summary and metadata of SPEC (pulled first if needed; from the cache offline)."""
     from cbench.pull import pull as do_pull
 
-    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir)
+    snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir, accept_moved_tag=accept_moved_tag)
     _note_offline(snap)
     facts = _snapshot_facts(snap)
     if as_json:
@@ -208,6 +221,9 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
     Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
     """
     rows = _list_rows(repo_type, endpoint, hub_dir)
+    if _offline() or endpoint is not None or (hub_dir is None and os.environ.get("CBENCH_ENDPOINT")):
+        click.echo(f"note: listing the cache ({'offline' if _offline() else 'an endpoint is not listed'}); "
+                   f"pull a {repo_type} to add it", err=True)
     if as_json:
         _echo_json(rows)
         return
@@ -221,6 +237,12 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _offline() -> bool:
+    from cbench.pull import hf_offline
+
+    return hf_offline()
 
 
 def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:

@@ -16,6 +16,7 @@ import click
 
 from cbench.cli import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
+from cbench.cli.options import check_out, n_examples_option, split_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
 ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
@@ -103,9 +104,8 @@ def _finish(doc: dict, out: str | None) -> None:
 
 
 def _data_options(f):
-    f = click.option("--n-examples", type=click.IntRange(2, 100_000), default=200, show_default=True,
-                     help="number of (base, source) pairs")(f)
-    f = click.option("--split", default="validation", show_default=True, help="dataset split")(f)
+    f = n_examples_option(default=200, low=2)(f)
+    f = split_option(help="dataset split")(f)
     f = click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the dataset")(f)
     f = click.option("--seed", type=int, default=0, show_default=True)(f)
     return f
@@ -180,8 +180,8 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
 @click.command("score")
 @click.argument("case")
 @click.argument("scores", type=click.Path(dir_okay=False))
-@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
-@click.option("--plot", type=click.Path(dir_okay=False), help="draw the edge and node ROC curves to this PNG")
+@click.option("--out", callback=check_out, help="write a results document here")
+@click.option("--plot", callback=check_out, help="draw the edge and node ROC curves to this PNG")
 @click.option("--signed/--absolute", "signed", default=None,
               help="rank edges by signed score or by |score| (default: signed for mask-logit methods "
                    "such as sp and edge-sp, |score| otherwise)")
@@ -219,7 +219,7 @@ def score(case, scores, out, plot, signed, include_no_signal, n_examples, split,
 @click.option("--case", "case_arg", help="model artifact directory or case name (default: the submission's model repo)")
 @click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
 @click.option("--metric", default=None, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
-@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@click.option("--out", callback=check_out, help="write a results document here")
 @click.option("--construction", type=click.Choice(["auto", "top-n", "greedy"]), default="auto", show_default=True,
               help="how CPR/CMD circuits are built from the scores: top-n, or greedy search from the logits "
                    "(MIB E.1); auto: what the submission's method needs (greedy for ifr, else top-n)")
@@ -340,7 +340,7 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
               help="how edges outside the circuit are ablated (default: zero for Tracr models, as the paper "
                    "does for its Tracr circuits; resample otherwise)")
 @click.option("--metric", default=None, help="per-example score: ce (categorical), mae or mse (numerical)")
-@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@click.option("--out", callback=check_out, help="write a results document here")
 @_data_options
 def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
                  ablation, metric, out, n_examples, split, sampled, seed):
@@ -399,7 +399,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
 @click.option("--metric", default=None, help="kl (categorical) or l2 (numerical)")
-@click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
+@click.option("--out", callback=check_out, help="write a results document here")
 @_data_options
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):
     """Distribution of KL(model || circuit) over every base x source pair of a split, its

@@ -61,16 +61,10 @@ def results_document(kind: str, results: Mapping, inputs: Mapping, case: str | N
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    from cbench.artifacts import _write_bytes_atomic
+    """Write through cbench's one output writer (:func:`cbench.safe_io.write_output`)."""
+    from cbench.safe_io import write_output
 
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        raise ArtifactError(f"{p}: cannot write it (directory {p.parent} does not exist)")
-    try:
-        _write_bytes_atomic(p, data)
-    except OSError as e:
-        raise ArtifactError(f"{p}: cannot write it ({e.strerror or e})") from None
-    return p
+    return write_output(path, data)
 
 
 def write_results(path: str | os.PathLike, doc: Mapping) -> Path:

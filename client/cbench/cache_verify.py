@@ -1,0 +1,226 @@
+"""Checking what is in the cache before it is used: every cached snapshot, every time.
+
+A snapshot in the cache (``<repo>/snapshots/<sha>/``) is checked against four independent
+records, and any difference is a problem:
+
+1. **its blob names**: each file of a snapshot is a link to ``blobs/<id>``, where ``<id>`` is the
+   file's git blob id (40 hex; sha1 of ``blob <size>\\0<bytes>``) or, for Git LFS files, its
+   sha256 (64 hex). The bytes must hash to the name;
+2. **the hub's tree listing** kept from the download (``trees/<sha>.json``): the same files with
+   the same blob ids;
+3. **the completion record** in ``.cbench/index.json``: the size and sha256 of every file as it
+   was verified when it entered the cache (no file missing, none added);
+4. **``meta.json``'s manifest** (models): the sha256 of every listed file.
+
+So a flipped byte, a replaced file, or a ``meta.json`` edited to match tampered weights (its own
+blob id and recorded sha256 then differ) are found. :func:`check_cached` returns the problems;
+``cbench pull`` repairs a damaged snapshot by downloading it again, other commands refuse it,
+and ``cbench cache verify`` checks everything cached (see :mod:`cbench.pull`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cbench.cache import Cache, Snapshot
+from cbench.hub import RepoRef
+
+_GIT_ID = re.compile(r"^[0-9a-f]{40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_MANIFEST_FILES = 100_000
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    size: int
+    sha256: str
+    git_blob: str
+
+
+def digest_file(path: Path, _retry: bool = True) -> FileDigest:
+    """Size, sha256 and git blob id of a file, in one read."""
+    size = os.stat(path).st_size
+    sha256 = hashlib.sha256()
+    git = hashlib.sha1(b"blob %d\0" % size)
+    n = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            sha256.update(chunk)
+            git.update(chunk)
+            n += len(chunk)
+    if n != size:  # changed while read: once more, then give up
+        if _retry:
+            return digest_file(path, _retry=False)
+        raise OSError(f"{path} changed while it was read")
+    return FileDigest(n, sha256.hexdigest(), git.hexdigest())
+
+
+def snapshot_files(root: Path) -> list[str]:
+    """Relative POSIX paths of every file in a snapshot (links followed), sorted."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            out.append((Path(dirpath) / name).relative_to(root).as_posix())
+    return sorted(out)
+
+
+def record_of(root: Path) -> dict[str, list]:
+    """What the completion record stores per file: ``rel -> [size, sha256]``."""
+    out = {}
+    for rel in snapshot_files(root):
+        d = digest_file(root / rel)
+        out[rel] = [d.size, d.sha256]
+    return out
+
+
+@dataclass
+class Report:
+    """The problems of one cached snapshot (empty: intact)."""
+
+    ref: RepoRef
+    sha: str
+    path: Path
+    problems: list[str] = field(default_factory=list)
+    bad_blobs: set[str] = field(default_factory=set)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+        return f"{self.problems[0]}{more}" if self.problems else "intact"
+
+
+def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
+    """Check one cached snapshot against its blob names, tree listing, completion record and
+    manifest."""
+    root = cache.snapshot_dir(ref, sha)
+    rep = Report(ref, sha, root)
+    if not root.is_dir():
+        rep.problems.append("the snapshot directory is missing")
+        return rep
+    info = cache.entry(ref).get("snapshots", {}).get(sha) or {}
+    record = info.get("record") if isinstance(info.get("record"), dict) else None
+    listing = _tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json")
+    try:
+        files = snapshot_files(root)
+    except OSError as exc:
+        rep.problems.append(f"cannot list it ({exc.strerror or exc})")
+        return rep
+    rep.files = len(files)
+    digests: dict[str, FileDigest] = {}
+    for rel in files:
+        p = root / rel
+        try:
+            d = digest_file(p)
+        except OSError as exc:
+            rep.problems.append(f"{rel}: cannot read it ({exc.strerror or exc})")
+            continue
+        digests[rel] = d
+        blob = os.path.basename(os.readlink(p)) if p.is_symlink() else None
+        if blob is not None:
+            if _GIT_ID.match(blob) and blob != d.git_blob:
+                rep.problems.append(f"{rel}: its bytes do not match its blob id {blob[:12]}")
+                rep.bad_blobs.add(blob)
+            elif _SHA256.match(blob) and blob != d.sha256:
+                rep.problems.append(f"{rel}: its bytes do not match its blob sha256 {blob[:12]}")
+                rep.bad_blobs.add(blob)
+        if listing is not None:
+            want = listing.get(rel)
+            if want is None:
+                rep.problems.append(f"{rel}: not in the hub's listing of this commit")
+            elif want not in (d.git_blob, d.sha256):
+                rep.problems.append(f"{rel}: differs from the hub's blob {want[:12]}")
+                if blob:
+                    rep.bad_blobs.add(blob)
+    if listing is not None:
+        for rel in sorted(set(listing) - set(files)):
+            rep.problems.append(f"{rel}: missing (the hub's listing has it)")
+    if record is not None:
+        for rel, (size, digest) in sorted(record.items()):
+            d = digests.get(rel)
+            if d is None:
+                if rel not in files:
+                    rep.problems.append(f"{rel}: missing (it was there when verified)")
+            elif d.size != size:
+                rep.problems.append(f"{rel}: {d.size} bytes, {size} when verified")
+            elif d.sha256 != digest:
+                rep.problems.append(f"{rel}: sha256 {d.sha256[:12]}... differs from {digest[:12]}... when verified")
+        for rel in sorted(set(files) - set(record)):
+            rep.problems.append(f"{rel}: added since it was verified")
+    rep.problems += _manifest_problems(root, digests)
+    return rep
+
+
+def _tree_listing(path: Path) -> dict[str, str] | None:
+    """``rel -> blob id`` from huggingface_hub's saved tree listing, or None if absent/unreadable."""
+    try:
+        doc = json.loads(path.read_text())
+        files = doc.get("files", {})
+        return {rel: str(info["blob_id"]) for rel, info in files.items()
+                if isinstance(info, dict) and info.get("blob_id")}
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return None
+
+
+def _manifest_problems(root: Path, digests: dict[str, FileDigest]) -> list[str]:
+    meta = root / "meta.json"
+    if "meta.json" not in digests:
+        return []
+    try:
+        from cbench.validation import read_json
+
+        doc = read_json(meta)
+    except Exception as exc:  # noqa: BLE001 - any unreadable meta.json is a problem, not a crash
+        return [f"meta.json: {str(exc).splitlines()[0]}"]
+    manifest = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(manifest, dict):
+        return []
+    out = []
+    for rel, digest in sorted(manifest.items())[:MAX_MANIFEST_FILES]:
+        d = digests.get(rel)
+        if d is None:
+            out.append(f"{rel}: listed in meta.json but missing")
+        elif d.sha256 != digest:
+            out.append(f"{rel}: sha256 {d.sha256[:12]}... does not match meta.json's {str(digest)[:12]}...")
+    return out
+
+
+def verify_all(cache: Cache) -> list[Report]:
+    """Every snapshot the cache's index says is complete, checked."""
+    out = []
+    for key, entry in sorted(cache.read_index()["repos"].items()):
+        rtype, repo_id = key.split(":", 1)
+        ref = RepoRef(repo_id, rtype)
+        for sha in sorted(entry.get("snapshots", {})):
+            out.append(check_cached(cache, ref, sha))
+    return out
+
+
+def discard(cache: Cache, rep: Report) -> None:
+    """Remove a damaged snapshot and its bad blobs from the cache (the next pull downloads it
+    again). Call under the repository's lock."""
+    import shutil
+
+    cache.forget(rep.ref, rep.sha)
+    blobs = cache.repo_dir(rep.ref) / "blobs"
+    for blob in rep.bad_blobs:
+        if re.match(r"^[0-9a-f]{40,64}$", blob):
+            (blobs / blob).unlink(missing_ok=True)
+    shutil.rmtree(rep.path, ignore_errors=True)
+    (cache.repo_dir(rep.ref) / "trees" / f"{rep.sha}.json").unlink(missing_ok=True)
+
+
+def damaged_message(snap: Snapshot, rep: Report) -> str:
+    return (f"the cached {snap.repo_id}@{snap.tag or snap.sha[:12]} is damaged: {rep.summary()}; nothing was "
+            f"loaded. Run `cbench pull {snap.repo_id}@{snap.tag or snap.sha}"
+            f"{' --type dataset' if snap.repo_type == 'dataset' else ''}` with the hub reachable to download it "
+            "again (`cbench cache verify` checks the whole cache)")

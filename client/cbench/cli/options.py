@@ -1,0 +1,32 @@
+"""Option checks shared by the commands: every value is checked before any work starts, and an
+unusable one is a usage error (exit 2), never a silent fall-back."""
+
+from __future__ import annotations
+
+import click
+
+# the splits of cbench/counterfactuals (whether a case's config has the split is checked on load)
+SPLITS = ("train", "validation", "test")
+MAX_EXAMPLES = 100_000
+
+
+def split_option(**kw):
+    return click.option("--split", type=click.Choice(SPLITS), default="validation", show_default=True,
+                        help=kw.pop("help", "counterfactuals dataset split"), **kw)
+
+
+def n_examples_option(default=None, low: int = 1, **kw):
+    return click.option("--n-examples", type=click.IntRange(low, MAX_EXAMPLES), default=default,
+                        show_default=default is not None,
+                        help=kw.pop("help", f"number of (base, source) pairs (at most {MAX_EXAMPLES})"), **kw)
+
+
+def check_out(ctx, param, value):
+    """Click callback for ``--out``/``--plot``: the path must be new or a regular file in an existing
+    directory (see :func:`cbench.safe_io.output_target`)."""
+    if value is None:
+        return None
+    from cbench.safe_io import output_target
+
+    output_target(value, param.opts[0] if param.opts else str(param.name))
+    return value

@@ -1,0 +1,161 @@
+"""Reading and writing the files a user names: only regular files, bounded, never clobbering.
+
+Writing (:func:`write_output`, used by every ``--out``/``--plot`` and by
+:func:`cbench.artifacts.write_json`):
+
+* the path must be new or a **regular file**: a directory, device (``/dev/null``), FIFO or socket
+  is refused with one line (a :class:`~cbench.errors.UsageError`, exit 2) and left as it is;
+* a **symlink is written through**: its target is replaced (the link stays a link); a link whose
+  target is not a regular file is refused like that target;
+* the bytes go to a temporary file beside the target (``.NAME.<pid>.tmp-XXXX``), are flushed to
+  disk and renamed over it: readers see the old or the new file, never half of one. A temporary
+  left by a killed writer (its process gone) is removed by the next write to that path;
+* a new file gets the usual permissions (``0666`` less the umask), a replaced file keeps its mode.
+
+Reading (:func:`read_regular_file`): opened without blocking (a FIFO cannot hang cbench), refused
+unless a regular file, refused above a size limit before anything is read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+from pathlib import Path
+
+from cbench.errors import ArtifactError, CbenchError, UsageError
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def describe_mode(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def output_target(path: str | os.PathLike, option: str = "--out") -> Path:
+    """The file a write to ``path`` replaces (a symlink's final target), after checking that it is
+    new or a regular file in an existing directory. UsageError otherwise."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise UsageError(f"{option} is empty; give a file name")
+    if "\0" in str(text):
+        raise UsageError(f"{option} {text!r} contains a NUL byte")
+    p = Path(text)
+    try:
+        is_link = p.is_symlink()
+        target = Path(os.path.realpath(p)) if is_link else p
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot use it ({exc.strerror or exc})") from None
+    via = f" (the target of the symlink {p})" if is_link else ""
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{option} {target}{via} is {describe_mode(st.st_mode)}; cbench writes only new or "
+                         "regular files")
+    parent = target.parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {p}: directory {parent} does not exist")
+    return target
+
+
+def write_output(path: str | os.PathLike, data: bytes, option: str = "--out") -> Path:
+    """Write ``data`` to ``path`` (see the module docstring); return the path written."""
+    target = output_target(path, option)
+    _remove_stale_temporaries(target)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = None
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+                if mode is not None:
+                    os.fchmod(fh.fileno(), mode)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    return Path(path)
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove ``.NAME.<pid>.tmp-*`` files beside ``target`` whose writer process is gone."""
+    prefix = f".{target.name}."
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(prefix) or ".tmp-" not in name:
+            continue
+        pid_text = name[len(prefix):].split(".tmp-", 1)[0]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and not pid_alive(int(pid_text)):
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def read_regular_file(path: str | os.PathLike, limit: int, what: str = "a file",
+                      error: type[CbenchError] = ArtifactError) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; ``error`` with one line otherwise
+    (missing, a directory, a FIFO or device, too large, unreadable). Never blocks on a FIFO."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise error(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{p}: is a directory, not {what}") from None
+    except OSError as exc:
+        raise error(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{p}: is {describe_mode(st.st_mode)}, not {what}; cbench reads only regular files")
+        if st.st_size > limit:
+            raise error(f"{p}: {st.st_size} bytes is more than cbench reads for {what} ({limit} bytes)")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise error(f"{p}: more than {limit} bytes, more than cbench reads for {what}")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(f"{p}: cannot read it ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
