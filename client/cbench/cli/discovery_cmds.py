@@ -16,6 +16,8 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
+
 from cbench.cli import use_cpu_threads
 from cbench.errors import CbenchError, UsageError
 
@@ -83,12 +85,11 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 
 @click.command()
 @click.argument("case")
-@click.option("--method", "-m", required=True, help="acdc, eap, eap-ig-inputs, eap-ig-activations, sp, edge-sp, "
-                                                   "activation-patching or random")
+@click.option("--method", "-m", required=True, type=METHOD_CHOICE, help="the discovery method")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
 @click.option("--split", default="validation", show_default=True, help="counterfactuals dataset split")
 @click.option("--n-examples", type=click.IntRange(min=1), default=None, help="cap on the number of input pairs")
-@click.option("--metric", default=None, help="kl, l2, ce, mae, mse or logit_diff (default per method and task)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="default per method and task")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="seed for sampled inputs")
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json, not the counterfactuals dataset")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -142,7 +143,7 @@ def _names(value: str | None) -> list[str]:
 @click.option("--complement", is_flag=True, help="ablate everything except the named nodes/edges (run the circuit)")
 @click.option("--node-effects", "effects", is_flag=True, help="instead: the effect of ablating each head and MLP "
                                                               "alone under resample, mean and zero ablation")
-@click.option("--metric", default=None, help="kl, l2, ce, mae, mse (default: kl or l2)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="default: kl or l2")
 @click.option("--split", default="validation", show_default=True)
 @click.option("--n-examples", type=click.IntRange(min=1), default=None)
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)

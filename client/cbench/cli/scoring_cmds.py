@@ -16,7 +16,7 @@ import click
 from cbench.cli import use_cpu_threads
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
-ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
+from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -195,7 +195,7 @@ def score(case, scores, out, plot, signed):
 @click.argument("submission", type=click.Path(dir_okay=False))
 @click.option("--case", "case_arg", help="model artifact directory or case name (default: the submission's model repo)")
 @click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
-@click.option("--metric", default=None, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
 @click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
 @_data_options
 def evaluate(submission, case_arg, ablation, metric, out, n_examples, split, sampled, seed):
@@ -307,7 +307,7 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
 @click.option("--ablation", type=ABLATION_CHOICE, default=None,
               help="how edges outside the circuit are ablated (default: zero for Tracr models, as the paper "
                    "does for its Tracr circuits; resample otherwise)")
-@click.option("--metric", default=None, help="per-example score: ce (categorical), mae or mse (numerical)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="per-example score: ce (categorical), mae or mse (numerical)")
 @click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
 @_data_options
 def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
@@ -361,7 +361,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @click.option("--percentile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
-@click.option("--metric", default=None, help="kl (categorical) or l2 (numerical)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="kl (categorical) or l2 (numerical)")
 @click.option("--out", type=click.Path(dir_okay=False), help="write a results document here")
 @_data_options
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):
