@@ -41,7 +41,15 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
             import datasets
 
             return datasets.load_dataset(str(partial), config, **kwargs)
-    snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+    try:
+        snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+    except CbenchError:
+        partial = _cached_config_snapshot(name, config, revision) if config is not None else None
+        if partial is None:
+            raise
+        import datasets
+
+        return datasets.load_dataset(str(partial), config, **kwargs)
     import datasets
 
     try:
@@ -76,6 +84,7 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
         seed_default_hub(remote.hub_dir, [RepoRef(r, "dataset") for r in candidates(name, "dataset")])
     res = resolve(name, revision, "dataset", remote)
     cache = Cache(cache_dir)
+    cache.record_tags(res.ref, res.tags)  # so the config answers offline at the same revisions
     if cache.snapshot(res.ref, res.sha) is not None:
         return None
     root = cache.meta / "configs"
@@ -144,4 +153,28 @@ def _config_files(card_text: str, config: str) -> list[str] | None:
                 p = f.get("path") if isinstance(f, dict) else f
                 out += p if isinstance(p, list) else [p]
             return [str(p) for p in out] or None
+    return None
+
+
+def _cached_config_snapshot(name: str, config: str, revision: str | None):
+    """Offline: a config snapshot :func:`config_snapshot` completed earlier (``revision`` a tag
+    recorded online or a sha; None: the newest recorded version that has one)."""
+    from cbench.cache import Cache, repo_folder_name
+    from cbench.hub import RepoRef, sort_versions
+    from cbench.pull import candidates
+
+    cache = Cache()
+    root = cache.meta / "configs"
+    for repo_id in candidates(name, "dataset"):
+        ref = RepoRef(repo_id, "dataset")
+        tags = cache.entry(ref).get("tags", {})
+        if revision is None:
+            shas = [tags[v] for v in reversed(sort_versions(tags))]
+        else:
+            shas = [tags.get(revision, revision)]
+        for sha in shas:
+            done = root / "complete" / f"{repo_id.replace('/', '--')}--{sha}--{config}"
+            snap = root / repo_folder_name(ref) / "snapshots" / sha
+            if done.is_file() and snap.is_dir():
+                return snap
     return None
