@@ -130,15 +130,25 @@ def default_report_path() -> Path:
     return zoo_dir() / "siit-vs-iit.md"
 
 
+DEFAULT_REPORT_OUT = Path("build/siit-vs-iit.md")
+
+
 @click.command("siit-report")
 @click.option("--models", "models_dirs", multiple=True, type=click.Path(path_type=Path),
               help="directory with case-<id> / iit-case-<id> artifacts (repeatable) "
                    "[default: build/siit and build/siit-failed]")
 @click.option("--out", "out", default=None, type=click.Path(path_type=Path, dir_okay=False),
-              help="markdown file [default: model_zoo/siit-vs-iit.md]")
+              help=f"markdown file [default: {DEFAULT_REPORT_OUT}; the tracked model_zoo/siit-vs-iit.md only "
+                   "with --update-zoo]")
+@click.option("--update-zoo", is_flag=True, help="write the tracked model_zoo/siit-vs-iit.md")
 @click.option("--pairs", "n_pairs", default=REPORT_PAIRS, show_default=True, type=click.IntRange(min=10))
-def siit_report_cmd(models_dirs, out, n_pairs):
-    """Regenerate the IIT vs SIIT report (mean out-of-circuit resample effect per case)."""
+def siit_report_cmd(models_dirs, out, update_zoo, n_pairs):
+    """Regenerate the IIT vs SIIT report (mean out-of-circuit resample effect per case).
+
+    Writes build/siit-vs-iit.md unless told otherwise: the tracked report in model_zoo/ is
+    replaced only with --update-zoo (or an explicit --out), and never by an empty report."""
+    if out is not None and update_zoo:
+        raise click.UsageError("give --out or --update-zoo, not both")
     dirs = [Path(d) for d in models_dirs] or [Path("build/siit"), Path("build/siit-failed")]
     existing = [d for d in dirs if d.is_dir()]
     if not existing:
@@ -162,8 +172,12 @@ def siit_report_cmd(models_dirs, out, n_pairs):
         iit = model_effects(find(f"iit-case-{case}"), n_pairs)
         click.echo(f"case {case}: out-of-circuit mean effect IIT {iit.mean_out:.4f}, SIIT {siit.mean_out:.4f}", err=True)
         rows.append((iit, siit))
+    if not rows:
+        raise BuildError(f"{', '.join(map(str, existing))}: no case has both a SIIT and an IIT model "
+                         "(case-<id> and iit-case-<id>); nothing to report, nothing written")
     text = render_report(rows, existing)
-    path = out or default_report_path()
+    path = out or (default_report_path() if update_zoo else DEFAULT_REPORT_OUT)
+    path.parent.mkdir(parents=True, exist_ok=True)
     from cbench.safe_io import write_output
 
     write_output(path, text.encode("utf-8"))

@@ -33,9 +33,19 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
                  offline: bool | None = None, **kwargs):
     """``datasets.load_dataset`` on a cbench dataset (``'counterfactuals'`` or ``'org/name'``) at
     an exact revision (a version tag or a commit sha; default the newest version)."""
-    from cbench.pull import pull
+    from cbench.pull import hf_offline, pull
 
-    snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+    if config is not None and not (offline if offline is not None else hf_offline()):
+        partial = config_snapshot(name, config, revision, endpoint=endpoint, hub=hub)
+        if partial is not None:
+            return _load_config_snapshot(partial, config, **kwargs)
+    try:
+        snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+    except CbenchError:
+        partial = _cached_config_snapshot(name, config, revision) if config is not None else None
+        if partial is None:
+            raise
+        return _load_config_snapshot(partial, config, **kwargs)
     return open_dataset(snap, config, **kwargs)
 
 
@@ -66,6 +76,16 @@ def open_dataset(snap, config: str | None = None, **kwargs):
         msg = str(exc).splitlines()[0][:200] if str(exc) else ""
         raise CbenchError(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}: cannot read the dataset "
                           f"({type(exc).__name__}{': ' + msg if msg else ''})") from None
+
+
+def _load_config_snapshot(path, config: str, **kwargs):
+    """``datasets.load_dataset`` on a one-config snapshot (:func:`config_snapshot`); its Arrow cache
+    under CBENCH_HOME too."""
+    os.environ.setdefault("HF_DATASETS_CACHE", str(datasets_cache_dir()))  # before datasets is imported
+    import datasets
+
+    kwargs.setdefault("cache_dir", str(datasets_cache_dir() / "configs"))
+    return datasets.load_dataset(str(path), config, **kwargs)
 
 
 def dataset_splits(path) -> dict[str, list[str]]:
@@ -101,3 +121,122 @@ def dataset_splits(path) -> dict[str, list[str]]:
             splits = ["train"]
         out[cfg["config_name"]] = splits or ["train"]
     return out
+
+
+def config_snapshot(name: str, config: str, revision: str | None = None, *, endpoint: str | None = None,
+                    hub: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None):
+    """A local snapshot of one dataset config: the card and that config's data files only.
+
+    The card (``README.md``) is fetched first, its ``configs:`` entry for ``config`` names the
+    data files, and only those are downloaded (``snapshot_download(allow_patterns=...)``), each
+    checked against the hub's git blob id. They live in their own Hugging Face cache under
+    ``<cache>/.cbench/configs`` (never mixed with the verified full snapshots). Returns the
+    snapshot path, or None when the full snapshot is already cached or the card has no such
+    config (the caller then takes the full-snapshot path, which says what is wrong)."""
+    from pathlib import Path
+
+    from cbench.cache import Cache
+    from cbench.errors import HashMismatchError
+    from cbench.hub import RepoRef
+    from cbench.pull import (_download_error, _hf_api, _quiet_hf, _token_for, candidates, git_blob_id, resolve,
+                             seed_default_hub, select_remote)
+
+    remote = select_remote(endpoint, hub)
+    if remote.default:
+        seed_default_hub(remote.hub_dir, [RepoRef(r, "dataset") for r in candidates(name, "dataset")])
+    res = resolve(name, revision, "dataset", remote)
+    cache = Cache(cache_dir)
+    cache.record_tags(res.ref, res.tags)  # so the config answers offline at the same revisions
+    if cache.snapshot(res.ref, res.sha) is not None:
+        return None
+    root = cache.meta / "configs"
+    done = root / "complete" / f"{res.ref.repo_id.replace('/', '--')}--{res.sha}--{config}"
+    from cbench.cache import repo_folder_name
+
+    snap_dir = root / repo_folder_name(res.ref) / "snapshots" / res.sha
+    if done.is_file() and snap_dir.is_dir():
+        return snap_dir
+    from cbench.hub_server import HubServer
+
+    server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
+    try:
+        _quiet_hf()
+        from huggingface_hub import hf_hub_download, snapshot_download
+
+        ep = remote.endpoint
+        if server is not None:
+            server.wait_ready()
+            ep = server.endpoint
+        kw = dict(repo_type="dataset", revision=res.sha, endpoint=ep, cache_dir=str(root), token=_token_for(ep))
+        try:
+            card = Path(hf_hub_download(res.ref.repo_id, "README.md", **kw))
+            files = _config_files(card.read_text(encoding="utf-8"), config)
+            if files is None:
+                return None
+            path = Path(snapshot_download(res.ref.repo_id, allow_patterns=["README.md", *files], **kw))
+            listing = {e.path: e.blob_id for e in _hf_api(ep).list_repo_tree(
+                res.ref.repo_id, revision=res.sha, repo_type="dataset", recursive=True) if hasattr(e, "blob_id")}
+        except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
+            raise _download_error(exc, res, ep) from None
+    finally:
+        if server is not None:
+            server.stop()
+    for f in path.rglob("*"):
+        rel = f.relative_to(path).as_posix()
+        if f.is_file() and listing.get(rel) and git_blob_id(f) != listing[rel]:
+            import shutil
+
+            shutil.rmtree(root / repo_folder_name(res.ref), ignore_errors=True)
+            raise HashMismatchError(f"{res.ref.repo_id}@{res.tag or res.sha[:12]}: {rel} does not match the hub's "
+                                    "blob id; refused, nothing was kept")
+    done.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(res.sha)
+    return path
+
+
+def _config_files(card_text: str, config: str) -> list[str] | None:
+    """The data-file patterns of ``config`` in a card's ``configs:`` (None if it has no such config)."""
+    import re
+
+    import yaml
+
+    m = re.match(r"^\s*---\s*\n(.*?)\n---\s*(\n|$)", card_text, flags=re.S)
+    try:
+        data = yaml.safe_load(m.group(1)) if m else None
+    except yaml.YAMLError:
+        return None
+    for c in (data or {}).get("configs") or []:
+        if isinstance(c, dict) and c.get("config_name") == config:
+            files = c.get("data_files")
+            if isinstance(files, str):
+                return [files]
+            out = []
+            for f in files or []:
+                p = f.get("path") if isinstance(f, dict) else f
+                out += p if isinstance(p, list) else [p]
+            return [str(p) for p in out] or None
+    return None
+
+
+def _cached_config_snapshot(name: str, config: str, revision: str | None):
+    """Offline: a config snapshot :func:`config_snapshot` completed earlier (``revision`` a tag
+    recorded online or a sha; None: the newest recorded version that has one)."""
+    from cbench.cache import Cache, repo_folder_name
+    from cbench.hub import RepoRef, sort_versions
+    from cbench.pull import candidates
+
+    cache = Cache()
+    root = cache.meta / "configs"
+    for repo_id in candidates(name, "dataset"):
+        ref = RepoRef(repo_id, "dataset")
+        tags = cache.entry(ref).get("tags", {})
+        if revision is None:
+            shas = [tags[v] for v in reversed(sort_versions(tags))]
+        else:
+            shas = [tags.get(revision, revision)]
+        for sha in shas:
+            done = root / "complete" / f"{repo_id.replace('/', '--')}--{sha}--{config}"
+            snap = root / repo_folder_name(ref) / "snapshots" / sha
+            if done.is_file() and snap.is_dir():
+                return snap
+    return None

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
+
 from cbench.cli import use_cpu_threads
 from cbench.cli.options import MAX_EXAMPLES, check_out, n_examples_option, split_option
 from cbench.errors import CbenchError, UsageError
@@ -68,12 +70,11 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 
 @click.command()
 @click.argument("case")
-@click.option("--method", "-m", required=True, help="acdc, eap, eap-ig-inputs, eap-ig-activations, sp, edge-sp, "
-                                                   "activation-patching, random, nap, nap-ig, ifr or ugs")
+@click.option("--method", "-m", required=True, type=METHOD_CHOICE, help="the discovery method")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
 @split_option()
 @n_examples_option(help=f"cap on the number of input pairs (at most {MAX_EXAMPLES})")
-@click.option("--metric", default=None, help="kl, l2, ce, mae, mse or logit_diff (default per method and task)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="default per method and task")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="seed for sampled inputs, and the method's own seed (ugs, sp, edge-sp, random) "
                    "unless --param seed=... gives one")
@@ -141,7 +142,7 @@ def _names(value: str | None) -> list[str]:
 @click.option("--complement", is_flag=True, help="ablate everything except the named nodes/edges (run the circuit)")
 @click.option("--node-effects", "effects", is_flag=True, help="instead: the effect of ablating each head and MLP "
                                                               "alone under resample, mean and zero ablation")
-@click.option("--metric", default=None, help="kl, l2, ce, mae, mse (default: kl or l2)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="default: kl or l2")
 @split_option()
 @n_examples_option()
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)

@@ -211,27 +211,31 @@ def info(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
 
 # ---------------------------------------------------------------------------- list
 @click.command("list")
-@_type_option
+@click.option("--type", "repo_type", type=click.Choice(["model", "dataset"]), default=None,
+              help="only models or only datasets (default: both)")
 @_endpoint_option
 @_hub_option
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list")
 def list_cmd(repo_type, endpoint, hub_dir, as_json):
-    """Cases (or datasets) with their versions, task type and in-circuit edge count.
+    """Models (cases) and datasets with their versions, task type and in-circuit edge count, in
+    natural order (case-3 before case-11).
 
     Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
     """
-    rows = _list_rows(repo_type, endpoint, hub_dir)
+    rows = []
+    for t in ([repo_type] if repo_type else ["model", "dataset"]):
+        rows += [dict(r, type=t) for r in sorted(_list_rows(t, endpoint, hub_dir), key=lambda r: natural_key(r["name"]))]
     if _offline() or endpoint is not None or (hub_dir is None and os.environ.get("CBENCH_ENDPOINT")):
         click.echo(f"note: listing the cache ({'offline' if _offline() else 'an endpoint is not listed'}); "
-                   f"pull a {repo_type} to add it", err=True)
+                   f"pull a {repo_type or 'repository'} to add it", err=True)
     if as_json:
         _echo_json(rows)
         return
     if not rows:
-        click.echo(f"no {repo_type}s found")
+        click.echo(f"no {repo_type or 'model or dataset'}s found")
         return
-    header = ("name", "versions", "task", "circuit edges", "source")
-    table = [header] + [(r["name"], ", ".join(r["versions"]), r.get("task_type") or "-",
+    header = ("name", "type", "versions", "task", "circuit edges", "source")
+    table = [header] + [(r["name"], r["type"], ", ".join(r["versions"]), r.get("task_type") or "-",
                          "-" if r.get("circuit_edges") is None else str(r["circuit_edges"]), r["source"])
                         for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -245,16 +249,21 @@ def _offline() -> bool:
     return hf_offline()
 
 
+def natural_key(name: str) -> list:
+    """Sort key putting case-3 before case-11 (digit runs compare as numbers)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+
+
 def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
     from cbench.cache import Cache
-    from cbench.pull import hf_offline, seed_default_hub, select_remote, short_name
+    from cbench.pull import hf_offline, select_remote, short_name
 
     rows: list[dict] = []
     remote = None if hf_offline() else select_remote(endpoint, hub_dir)
     if remote is not None and remote.hub_dir is not None:
-        if remote.default:
-            seed_default_hub(remote.hub_dir)
         hub = remote.hub
+        if remote.default:  # the default hub is seeded lazily: what it lacks is read from the zoo
+            rows += _zoo_rows(repo_type, hub)
         if hub.exists():
             for repo_id in hub.repos(repo_type):
                 versions = hub.versions(repo_id, repo_type)
@@ -263,6 +272,7 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
                 if versions:
                     row.update(_doc_facts(lambda f: hub.read_file(repo_id, versions[-1], f, repo_type)))
                 rows.append(row)
+        if hub.exists() or rows:
             return rows
     cache = Cache()
     for ref in cache.cached_repos(repo_type):
@@ -272,6 +282,25 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
                "newest": versions[-1] if versions else None, "source": "cache"}
         if snap is not None:
             row.update(_doc_facts(lambda f: (snap.path / f).read_bytes() if (snap.path / f).is_file() else None))
+        rows.append(row)
+    return rows
+
+
+def _zoo_rows(repo_type: str, hub) -> list[dict]:
+    """Rows for the zoo's releases that the (lazily seeded) default hub does not hold yet."""
+    from cbench.hub import sort_versions, zoo_releases
+    from cbench.pull import short_name
+
+    seeded = set(hub.repos(repo_type)) if hub.exists() else set()
+    rows = []
+    for ref, versions in zoo_releases().items():
+        if ref.repo_type != repo_type or ref.repo_id in seeded:
+            continue
+        vs = sort_versions(versions)
+        newest = versions[vs[-1]]
+        row = {"name": short_name(ref.repo_id), "repo": ref.repo_id, "versions": vs, "newest": vs[-1],
+               "source": "hub"}
+        row.update(_doc_facts(lambda f: (newest / f).read_bytes() if (newest / f).is_file() else None))
         rows.append(row)
     return rows
 

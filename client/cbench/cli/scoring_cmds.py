@@ -19,7 +19,7 @@ from cbench.cli.executor_opts import executor_options
 from cbench.cli.options import check_out, n_examples_option, split_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
-ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])
+from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -218,7 +218,7 @@ def score(case, scores, out, plot, signed, include_no_signal, n_examples, split,
 @click.argument("submission", type=click.Path(dir_okay=False))
 @click.option("--case", "case_arg", help="model artifact directory or case name (default: the submission's model repo)")
 @click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
-@click.option("--metric", default=None, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
 @click.option("--out", callback=check_out, help="write a results document here")
 @click.option("--construction", type=click.Choice(["auto", "top-n", "greedy"]), default="auto", show_default=True,
               help="how CPR/CMD circuits are built from the scores: top-n, or greedy search from the logits "
@@ -339,7 +339,7 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
 @click.option("--ablation", type=ABLATION_CHOICE, default=None,
               help="how edges outside the circuit are ablated (default: zero for Tracr models, as the paper "
                    "does for its Tracr circuits; resample otherwise)")
-@click.option("--metric", default=None, help="per-example score: ce (categorical), mae or mse (numerical)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="per-example score: ce (categorical), mae or mse (numerical)")
 @click.option("--out", callback=check_out, help="write a results document here")
 @_data_options
 def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
@@ -398,7 +398,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @click.option("--percentile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
-@click.option("--metric", default=None, help="kl (categorical) or l2 (numerical)")
+@click.option("--metric", default=None, type=METRIC_CHOICE, help="kl (categorical) or l2 (numerical)")
 @click.option("--out", callback=check_out, help="write a results document here")
 @_data_options
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):

@@ -1,0 +1,57 @@
+"""``click.Choice`` types read from cbench's registries, so ``--help`` lists the values, a typo
+gets click's usage error (exit 2), and shell completion offers them.
+
+The values are read when click first needs them (the registries import torch for metrics), so
+a method added to :data:`cbench.discovery.METHODS` is offered without touching the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import click
+
+
+class RegistryChoice(click.Choice):
+    """A Choice whose values come from ``load()`` when first asked for."""
+
+    def __init__(self, load: Callable[[], Iterable[str]], what: str, case_sensitive: bool = True):
+        self._load = load
+        self._what = what
+        self._values: tuple[str, ...] | None = None
+        self.case_sensitive = case_sensitive
+
+    def convert(self, value, param, ctx):
+        if value in self.choices:
+            return value
+        from cbench.errors import did_you_mean
+
+        self.fail(f"unknown {self._what} {value!r}{did_you_mean(str(value), self.choices)}; "
+                  f"{self._what}s: {', '.join(self.choices)}", param, ctx)
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self._values is None:
+            self._values = tuple(self._load())
+        return self._values
+
+    @choices.setter
+    def choices(self, values) -> None:
+        self._values = tuple(values)
+
+
+def _methods():
+    from cbench.discovery import METHODS
+
+    return METHODS
+
+
+def _metrics():
+    from cbench.metrics import METRICS
+
+    return METRICS
+
+
+METHOD_CHOICE = RegistryChoice(_methods, "method")
+METRIC_CHOICE = RegistryChoice(_metrics, "metric")
+ABLATION_CHOICE = click.Choice(["resample", "mean", "zero"])

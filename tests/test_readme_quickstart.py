@@ -1,0 +1,49 @@
+"""The README's quick start runs as written: the Python block (default suite) and the CLI block
+(slow: it runs a discovery method and scoring), each on a fresh CBENCH_HOME."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def _env(home: Path) -> dict:
+    env = dict(os.environ, CBENCH_HOME=str(home), CBENCH_THREADS="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    for k in ("CBENCH_HUB", "CBENCH_ENDPOINT", "HF_HUB_OFFLINE"):
+        env.pop(k, None)
+    return env
+
+
+def test_python_quick_start(tmp_path):
+    block = re.search(r"<!-- quickstart-python -->\n```python\n(.*?)```", README, flags=re.S).group(1)
+    proc = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, env=_env(tmp_path / "home"),
+                          cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "['BOS', 'x', 'a', 'b']"
+    assert lines[1].startswith("['") and len(lines) == 2
+    # only case 3's files of the dataset were downloaded
+    cached = [p.relative_to(tmp_path).as_posix() for p in (tmp_path / "home" / "cache").rglob("*.parquet")]
+    assert len(cached) == 3 and all("/case-3/" in p for p in cached), cached
+
+
+@pytest.mark.slow
+def test_cli_quick_start(tmp_path):
+    block = re.search(r"```bash\n(cbench pull case-3.*?)```", README, flags=re.S).group(1)
+    bin_dir = str(Path(sys.executable).parent)
+    env = _env(tmp_path / "home")
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    for line in block.strip().splitlines():
+        cmd = line.split("  #")[0].strip()
+        proc = subprocess.run(["bash", "-ec", cmd], capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=900)
+        assert proc.returncode == 0, (cmd, proc.stderr)
+    assert (tmp_path / "scores.json").is_file()
