@@ -225,11 +225,15 @@ def test_split_must_exist_in_the_case_config(server, home, tmp_path):
     assert res.code == 0 and "note:" not in res.stderr and "train)" in res.stdout
 
 
-def test_a_case_without_the_dataset_says_why_it_samples(home, tmp_path):
+def test_a_case_without_the_dataset_refuses_and_names_sampled(home, tmp_path):
+    """The data rule (issue 14): no silent switch to sampled pairs; one line that names --sampled."""
     case = tmp_path / "case-3"
     write_tiny_artifact(case)
     res = run_main(["discover", str(case), "-m", "random"], {"HF_HUB_OFFLINE": "1"})
-    assert res.code == 0 and "is not in the cache" in res.stderr and "sampled)" in res.stdout
+    assert res.code == 1 and "--sampled" in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    res = run_main(["discover", str(case), "-m", "random", "--sampled"], {"HF_HUB_OFFLINE": "1"})
+    assert res.code == 0 and "sampled" in res.stdout
 
 
 # ---------------------------------------------------------------------------- leftovers

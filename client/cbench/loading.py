@@ -33,19 +33,13 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
                  offline: bool | None = None, **kwargs):
     """``datasets.load_dataset`` on a cbench dataset (``'counterfactuals'`` or ``'org/name'``) at
     an exact revision (a version tag or a commit sha; default the newest version)."""
-    from cbench.pull import hf_offline, pull
+    from cbench.pull import pull
 
-    if config is not None and not (offline if offline is not None else hf_offline()):
-        partial = config_snapshot(name, config, revision, endpoint=endpoint, hub=hub)
-        if partial is not None:
-            return _load_config_snapshot(partial, config, **kwargs)
-    try:
-        snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
-    except CbenchError:
-        partial = _cached_config_snapshot(name, config, revision) if config is not None else None
-        if partial is None:
-            raise
-        return _load_config_snapshot(partial, config, **kwargs)
+    # (config_snapshot fetches one config's files; it is not wired in here yet: a config snapshot
+    # taken online was not found again offline once the cache checks of `cbench cache verify`
+    # landed -- tests/test_datasets_build.py's offline step -- so load_dataset takes whole,
+    # verified snapshots until that is fixed)
+    snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
     return open_dataset(snap, config, **kwargs)
 
 
@@ -79,13 +73,62 @@ def open_dataset(snap, config: str | None = None, **kwargs):
 
 
 def _load_config_snapshot(path, config: str, **kwargs):
-    """``datasets.load_dataset`` on a one-config snapshot (:func:`config_snapshot`); its Arrow cache
-    under CBENCH_HOME too."""
+    """``datasets.load_dataset`` on a one-config snapshot (:func:`config_snapshot`), its Arrow cache
+    under CBENCH_HOME too. The config's files are passed as ``data_files``: the snapshot holds that
+    config only, and the library would otherwise resolve every config the card lists."""
     os.environ.setdefault("HF_DATASETS_CACHE", str(datasets_cache_dir()))  # before datasets is imported
     import datasets
 
     kwargs.setdefault("cache_dir", str(datasets_cache_dir() / "configs"))
-    return datasets.load_dataset(str(path), config, **kwargs)
+    files = config_data_files(path).get(config)
+    if not files:
+        return datasets.load_dataset(str(path), config, **kwargs)
+    from pathlib import Path
+
+    data_files = {split: [str(Path(path) / f) for f in pats] for split, pats in files.items()}
+    return datasets.load_dataset("parquet", data_files=data_files, **kwargs)
+
+
+def config_data_files(path) -> dict[str, dict[str, list[str]]]:
+    """``config -> {split: [file pattern, ...]}`` from a dataset card's ``configs:`` front matter."""
+    front = _card_front_matter(path)
+    out: dict[str, dict[str, list[str]]] = {}
+    for cfg in (front.get("configs") or []):
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("config_name"), str):
+            continue
+        files = cfg.get("data_files")
+        split_files: dict[str, list[str]] = {}
+        if isinstance(files, list):
+            for f in files:
+                if isinstance(f, dict) and isinstance(f.get("split"), str):
+                    paths = f.get("path")
+                    split_files[f["split"]] = [paths] if isinstance(paths, str) else [p for p in paths or [] if isinstance(p, str)]
+        elif isinstance(files, dict):
+            split_files = {k: ([v] if isinstance(v, str) else list(v)) for k, v in files.items() if isinstance(k, str)}
+        if split_files and all(split_files.values()):
+            out[cfg["config_name"]] = split_files
+    return out
+
+
+def _card_front_matter(path) -> dict:
+    from pathlib import Path
+
+    try:
+        text = (Path(path) / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if not text.startswith("---"):
+        return {}
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}
+    import yaml
+
+    try:
+        front = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return {}
+    return front if isinstance(front, dict) else {}
 
 
 def dataset_splits(path) -> dict[str, list[str]]:
