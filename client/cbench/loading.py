@@ -133,26 +133,9 @@ def _card_front_matter(path) -> dict:
 
 def dataset_splits(path) -> dict[str, list[str]]:
     """``config -> [split, ...]`` from a dataset card's ``configs:`` front matter (README.md)."""
-    from pathlib import Path
-
-    readme = Path(path) / "README.md"
-    try:
-        text = readme.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return {}
-    if not text.startswith("---"):
-        return {}
-    end = text.find("\n---", 3)
-    if end < 0:
-        return {}
-    import yaml
-
-    try:
-        front = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
-        return {}
+    front = _card_front_matter(path)
     out: dict[str, list[str]] = {}
-    for cfg in (front or {}).get("configs") or [] if isinstance(front, dict) else []:
+    for cfg in front.get("configs") or []:
         if not isinstance(cfg, dict) or not isinstance(cfg.get("config_name"), str):
             continue
         files = cfg.get("data_files")
