@@ -72,44 +72,6 @@ def open_dataset(snap, config: str | None = None, **kwargs):
                           f"({type(exc).__name__}{': ' + msg if msg else ''})") from None
 
 
-def _load_config_snapshot(path, config: str, **kwargs):
-    """``datasets.load_dataset`` on a one-config snapshot (:func:`config_snapshot`), its Arrow cache
-    under CBENCH_HOME too. The config's files are passed as ``data_files``: the snapshot holds that
-    config only, and the library would otherwise resolve every config the card lists."""
-    os.environ.setdefault("HF_DATASETS_CACHE", str(datasets_cache_dir()))  # before datasets is imported
-    import datasets
-
-    kwargs.setdefault("cache_dir", str(datasets_cache_dir() / "configs"))
-    files = config_data_files(path).get(config)
-    if not files:
-        return datasets.load_dataset(str(path), config, **kwargs)
-    from pathlib import Path
-
-    data_files = {split: [str(Path(path) / f) for f in pats] for split, pats in files.items()}
-    return datasets.load_dataset("parquet", data_files=data_files, **kwargs)
-
-
-def config_data_files(path) -> dict[str, dict[str, list[str]]]:
-    """``config -> {split: [file pattern, ...]}`` from a dataset card's ``configs:`` front matter."""
-    front = _card_front_matter(path)
-    out: dict[str, dict[str, list[str]]] = {}
-    for cfg in (front.get("configs") or []):
-        if not isinstance(cfg, dict) or not isinstance(cfg.get("config_name"), str):
-            continue
-        files = cfg.get("data_files")
-        split_files: dict[str, list[str]] = {}
-        if isinstance(files, list):
-            for f in files:
-                if isinstance(f, dict) and isinstance(f.get("split"), str):
-                    paths = f.get("path")
-                    split_files[f["split"]] = [paths] if isinstance(paths, str) else [p for p in paths or [] if isinstance(p, str)]
-        elif isinstance(files, dict):
-            split_files = {k: ([v] if isinstance(v, str) else list(v)) for k, v in files.items() if isinstance(k, str)}
-        if split_files and all(split_files.values()):
-            out[cfg["config_name"]] = split_files
-    return out
-
-
 def _card_front_matter(path) -> dict:
     from pathlib import Path
 
@@ -244,25 +206,3 @@ def _config_files(card_text: str, config: str) -> list[str] | None:
     return None
 
 
-def _cached_config_snapshot(name: str, config: str, revision: str | None):
-    """Offline: a config snapshot :func:`config_snapshot` completed earlier (``revision`` a tag
-    recorded online or a sha; None: the newest recorded version that has one)."""
-    from cbench.cache import Cache, repo_folder_name
-    from cbench.hub import RepoRef, sort_versions
-    from cbench.pull import candidates
-
-    cache = Cache()
-    root = cache.meta / "configs"
-    for repo_id in candidates(name, "dataset"):
-        ref = RepoRef(repo_id, "dataset")
-        tags = cache.entry(ref).get("tags", {})
-        if revision is None:
-            shas = [tags[v] for v in reversed(sort_versions(tags))]
-        else:
-            shas = [tags.get(revision, revision)]
-        for sha in shas:
-            done = root / "complete" / f"{repo_id.replace('/', '--')}--{sha}--{config}"
-            snap = root / repo_folder_name(ref) / "snapshots" / sha
-            if done.is_file() and snap.is_dir():
-                return snap
-    return None
