@@ -15,7 +15,8 @@ from cbench.cli import use_cpu_threads
               help="pairs per pair set (validation split and fresh samples)")
 @click.option("--seed", type=click.IntRange(min=0), default=20261122, show_default=True,
               help="seed of the freshly sampled pairs")
-@click.option("--no-dataset", is_flag=True, help="fresh sampled pairs only (skip the counterfactuals validation split)")
+@click.option("--sampled", "--no-dataset", "no_dataset", is_flag=True,
+              help="fresh sampled pairs only (skip the counterfactuals validation split)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def verify(case, n_pairs, seed, no_dataset, as_json):
     """Recompute every node and edge gate of a pulled model (CASE: case-3, case-3@v2.0.0, or an
@@ -25,7 +26,7 @@ def verify(case, n_pairs, seed, no_dataset, as_json):
 
     use_cpu_threads()
     art, _ref = resolve_case(case)
-    report = verify_artifact(art, n_pairs=n_pairs, seed=seed, use_dataset=not no_dataset, offline=True)
+    report = verify_artifact(art, n_pairs=n_pairs, seed=seed, use_dataset=not no_dataset)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=1))
     else:
