@@ -34,7 +34,7 @@ def tracr_dir(tmp_path_factory):
     return out
 
 
-def _trainer(tracr_dir, **overrides):
+def _trainer(tracr_dir, invariant_edges=None, **overrides):
     art = read_model_artifact(Path(tracr_dir) / "tracr-case-3")
     cfg = TrainingConfig(**{"seed": 42, **SMALL, **overrides})
     hl_nodes = [n for n in art.circuit["nodes"] if n not in ("input", "logits")]
@@ -43,7 +43,8 @@ def _trainer(tracr_dir, **overrides):
     ll = build_model(ll_cfg)
     ll.train()
     truth = map_circuit_edges(art.circuit["edges"], mapping)
-    return (SIITTrainer(art.load_model(), ll, mapping, art.meta["task_type"], cfg, truth_edges=truth),
+    return (SIITTrainer(art.load_model(), ll, mapping, art.meta["task_type"], cfg, truth_edges=truth,
+                        invariant_edges=invariant_edges),
             make_input_set(art.meta, 2000, 42))
 
 
@@ -83,6 +84,42 @@ def test_edge_strictness_silences_the_edges_outside_the_ground_truth(tracr_dir):
     assert with_edges.value < without.value / 4
     assert res.history[-1]["loss_edge"] > 0 and res.history[-1]["edge_siia"] > 0.85
     assert res.history[-1]["iia"] > 0.99 and res.history[-1]["siia"] > 0.98  # node strictness still holds
+
+
+def test_invariant_edges_are_the_select_inputs_that_carry_only_position(tracr_dir):
+    """Case 3's frac_prevs head selects by position (Select(indices, indices, LEQ)): resample-ablating
+    its query or key from a source of the same length never changes the program's output, so SIIT's
+    edge strictness trains the low-level model to ignore them too; every other edge matters."""
+    from cbench_builders.siit import invariant_edges
+
+    art = read_model_artifact(Path(tracr_dir) / "tracr-case-3")
+    data = make_input_set(art.meta, 2000, 42)
+    inv = invariant_edges(art.load_model(), art.circuit["edges"], data.train, art.meta["task_type"])
+    assert sorted(inv) == ["input->a1.h0<k>", "input->a1.h0<q>"]
+    assert set(art.circuit["edges"]) - set(inv) == {"a1.h0->logits", "input->m0", "m0->a1.h0<v>"}
+
+
+def test_edge_strictness_pool_holds_the_complement_and_the_invariant_edges(tracr_dir):
+    plain, _ = _trainer(tracr_dir, edge_weight=1.0)
+    names = [e.name for e in plain.runtime.graph.edges]
+    pool = {names[i] for i in plain.out_edges.tolist()}
+    assert pool == set(names) - set(plain.truth_edges)
+    invariant = [e for e in plain.truth_edges if e.endswith("<k>")]
+    assert len(invariant) == 1
+    with_inv, _ = _trainer(tracr_dir, edge_weight=1.0, invariant_edges=invariant)
+    assert {names[i] for i in with_inv.runtime and with_inv.out_edges.tolist()} == pool | set(invariant)
+
+
+def test_training_stops_only_when_the_edge_target_is_reached():
+    cfg = TrainingConfig(edge_weight=1.0, target=0.99, edge_target=0.999, siit_weight=1.0)
+    trainer = SIITTrainer.__new__(SIITTrainer)
+    trainer.cfg = cfg
+    m = dict(accuracy=1.0, iia=1.0, siia=1.0, min_siia_node=1.0, edge_siia=0.995)
+    assert not trainer._reached(m)
+    assert trainer._reached({**m, "edge_siia": 0.9995})
+    assert TrainingConfig(target=0.99).edge_target == 0.99  # default: the target
+    # the kept epoch is scored by its distance to each target
+    assert trainer._score(m) == pytest.approx(0.995 + 0.99 - 0.999)
 
 
 @pytest.mark.parametrize("source_gradients", [False, True])

@@ -105,6 +105,8 @@ class TrainingConfig:
     time_limit_s: float | None = None  # stop after the epoch that crosses this wall time
     edge_weight: float = 0.0  # edge-level strictness (zoo v2); 0 reproduces InterpBench
     edge_sampling: str = "mixed"  # which non-ground-truth edges one example ablates (see SIITTrainer._edge_masks)
+    edge_target: float | None = None  # early stop also needs edge_siia at this (default: target)
+    invariant_edges: bool = True  # edge strictness also ablates ground-truth edges the program ignores (see invariant_edges())
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -119,6 +121,8 @@ class TrainingConfig:
             self.lr_decay_epochs = self.epochs
         if self.node_target is None:
             self.node_target = self.target
+        if self.edge_target is None:
+            self.edge_target = self.target
         if self.pairs_per_epoch is None:
             self.pairs_per_epoch = self.train_size
         self.betas = tuple(float(b) for b in self.betas)
@@ -286,6 +290,40 @@ def map_circuit_edges(edges: list[str], mapping: dict[str, str]) -> list[str]:
     return sorted(out)
 
 
+def invariant_edges(hl_model, edges: list[str], inputs: dict[int, torch.Tensor], task_type: str,
+                    n_pairs: int = 512, seed: int = 0) -> list[str]:
+    """The ground-truth edges of the high-level model whose resample ablation alone never changes
+    its output on (base, source) pairs of one length, as SIIT trains on: typically a Select's
+    query or key reading only position, which base and source share. SIIT's edge strictness
+    resample-ablates these too, so the low-level model is as invariant to them as the program is
+    (they stay in the ground truth: zero ablation still matters; ``cbench verify`` marks them
+    ``"signal": false``). Checked exactly on up to ``n_pairs`` pairs per length."""
+    from cbench.runtime import as_runtime, edge_names_to_mask
+    from cbench_builders.high_level import high_level_classes
+
+    if not edges:
+        return []
+    rt = as_runtime(hl_model)
+    gen = torch.Generator().manual_seed(seed)
+    masks = torch.ones(len(edges), rt.n_edges, dtype=rt.dtype)
+    for i, e in enumerate(edges):
+        masks[i] = torch.as_tensor(~edge_names_to_mask(rt.graph, [e]), dtype=rt.dtype)
+    moved = torch.zeros(len(edges), dtype=torch.bool)
+    with torch.no_grad():
+        for L, x in sorted(inputs.items()):
+            n = min(n_pairs, len(x))
+            base = x[torch.randint(len(x), (n,), generator=gen)]
+            source = x[torch.randint(len(x), (n,), generator=gen)]
+            clean = rt.clean(base)
+            outs = rt.run_masks(base, masks, source=source)  # [E, B, P, V]
+            if task_type == "numerical":
+                diff = (outs[..., 1:, 0] - clean[None, :, 1:, 0]).abs() > 1e-4
+            else:
+                diff = high_level_classes(outs[..., 1:, :]) != high_level_classes(clean[None, :, 1:, :])
+            moved |= diff.flatten(1).any(1)
+    return [e for e, m in zip(edges, moved.tolist()) if not m]
+
+
 def all_components(n_layers: int, n_heads: int, has_mlp: bool = True) -> list[str]:
     return components(n_layers, n_heads, has_mlp)
 
@@ -394,7 +432,8 @@ class SIITTrainer:
     ``correspondence`` maps each high-level node to one low-level node (or a list of them)."""
 
     def __init__(self, hl_model, ll_model, correspondence: dict, task_type: str, config: TrainingConfig,
-                 none_class: int | None = None, truth_edges: list[str] | None = None):
+                 none_class: int | None = None, truth_edges: list[str] | None = None,
+                 invariant_edges: list[str] | None = None):
         self.hl = hl_model.eval()
         self.ll = ll_model
         self.corr = dict(correspondence)
@@ -402,6 +441,7 @@ class SIITTrainer:
         self.cfg = config
         self.none_class = none_class  # the low-level class of RASP None (categorical), else None: unlabelled
         self.truth_edges = sorted(truth_edges or [])
+        self.invariant_edges = sorted(invariant_edges or [])  # ground-truth edges ablated with the others
         self._rt = None
         if config.edge_strict and not self.truth_edges:
             raise ValueError("edge-level strictness needs the ground-truth edges (truth_edges)")
@@ -477,6 +517,7 @@ class SIITTrainer:
 
             self._rt = CircuitRuntime(self.ll, live_weights=True)
             truth = edge_names_to_mask(self._rt.graph, self.truth_edges)
+            truth &= ~edge_names_to_mask(self._rt.graph, self.invariant_edges)
             self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
         return self._rt
 
@@ -617,7 +658,7 @@ class SIITTrainer:
             return worst
         worst = min(worst, metrics["siia"], metrics["min_siia_node"] + (self.cfg.target - self.cfg.node_target))
         if self.cfg.edge_strict:
-            worst = min(worst, metrics["edge_siia"])
+            worst = min(worst, metrics["edge_siia"] + (self.cfg.target - self.cfg.edge_target))
         return worst
 
     def _reached(self, metrics: dict) -> bool:
@@ -628,7 +669,7 @@ class SIITTrainer:
             return False
         if cfg.kind == "iit":
             return True
-        if cfg.edge_strict and metrics["edge_siia"] < cfg.target:
+        if cfg.edge_strict and metrics["edge_siia"] < cfg.edge_target:
             return False
         return metrics["siia"] >= cfg.target and metrics["min_siia_node"] >= cfg.node_target
 

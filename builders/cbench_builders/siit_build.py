@@ -121,7 +121,7 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     from cbench.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.case_specs import load_case
     from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_for_case, make_correspondence,
-                                      make_input_set, map_circuit_edges)
+                                      invariant_edges, make_input_set, map_circuit_edges)
 
     src = Path(tracr_dir) / f"tracr-case-{case}"
     if not src.is_dir():
@@ -158,9 +158,13 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     ll_model = build_model(ll_config)
     ll_model.train()
     truth_edges = map_circuit_edges(hl_circuit["edges"], mapping)
+    invariant = []
+    if cfg.edge_strict and cfg.invariant_edges:  # e.g. position-only q/k: resample-ablated in training too
+        invariant = map_circuit_edges(invariant_edges(hl_model, hl_circuit["edges"], data.train, meta["task_type"],
+                                                      seed=cfg.seed), mapping)
 
     trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg, none_class=none_class,
-                          truth_edges=truth_edges)
+                          truth_edges=truth_edges, invariant_edges=invariant)
     result = trainer.train(data, progress=progress, log=log)
 
     # final validation: fresh pairs (another seed), metrics and node effects on the same pairs
@@ -222,6 +226,7 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
                                 "source activations once per batch without gradients")
                              + ("; edge strictness: per-example resample ablation of edges outside the ground "
                                 "truth through the graph runtime" if cfg.edge_strict else ""),
+            "invariant_edges": invariant,
             "epochs_trained": result.epochs, "reached_target": result.reached_target, "kept_epoch": result.best_epoch,
             "training_cpu_s": round(result.training_cpu_s, 3),
             "high_level_variables": "the Tracr circuit's heads and MLPs",
@@ -378,19 +383,22 @@ def format_table(rows: list[SIITOutcome]) -> str:
               help="differentiate the loss through the low-level source activations [default: the case spec's]")
 @click.option("--edge-weight", type=click.FloatRange(min=0), default=None,
               help="weight of edge-level strictness (0: node strictness only, as InterpBench) [default: the case spec's]")
+@click.option("--edge-target", type=click.FloatRange(0, 1), default=None,
+              help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
+                   "[default: the case spec's, else --target]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
 @executor_options
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, source_gradients,
-                   edge_weight, no_progress, resume, executor, ray_address, workers):
+                   edge_weight, edge_target, no_progress, resume, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
     overrides = {"algorithm": algorithm, "epochs": epochs, "siit_weight": siit_weight, "train_size": train_size,
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
                  "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients,
-                 "edge_weight": edge_weight}
+                 "edge_weight": edge_weight, "edge_target": edge_target}
     rows, failed = [], []
     from cbench.cli.executor_opts import make_cli_executor
 
