@@ -228,9 +228,29 @@ def load_case(case_id: Any) -> CaseSpec:
     return _load(cid, str(path), path.stat().st_mtime)
 
 
+#: Names that stand for a set of cases in ``--cases`` (and ``resolve_case_ids``).
+CASE_SETS = ("main", "appendix-h", "all")
+
+
+def appendix_h_cases() -> list[str]:
+    """The zoo's cases outside the 16 main ones: the tasks of the paper's appendix H (Table 11)."""
+    return [c for c in list_cases() if c not in MAIN_CASES]
+
+
 def resolve_case_ids(spec: str) -> list[str]:
-    """Case ids from a comma-separated list (``"3,33"``); unknown ids raise BuildError."""
-    ids = [normalize_case_id(p) for p in str(spec).split(",") if p.strip()]
+    """Case ids from a comma-separated list (``"3,33"``), where ``main``, ``appendix-h`` and
+    ``all`` stand for those sets; unknown ids raise BuildError."""
+    ids = []
+    for p in str(spec).split(","):
+        p = p.strip()
+        if p.lower() == "main":
+            ids += list(MAIN_CASES)
+        elif p.lower() == "appendix-h":
+            ids += appendix_h_cases()
+        elif p.lower() == "all":
+            ids += list_cases()
+        elif p:
+            ids.append(normalize_case_id(p))
     if not ids:
         raise BuildError("no case ids given (expected a comma-separated list such as 3,33)")
     known = set(list_cases())
@@ -240,6 +260,6 @@ def resolve_case_ids(spec: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-__all__ = ["MAIN_CASES", "CaseSpec", "load_case", "list_cases", "zoo_dir", "cases_dir", "normalize_case_id",
+__all__ = ["MAIN_CASES", "CASE_SETS", "CaseSpec", "appendix_h_cases", "load_case", "list_cases", "zoo_dir", "cases_dir", "normalize_case_id",
            "resolve_case_ids"]
 

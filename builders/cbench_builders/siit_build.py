@@ -358,7 +358,7 @@ def format_table(rows: list[SIITOutcome]) -> str:
 
 
 @click.command("siit")
-@click.option("--cases", help="comma-separated case ids, e.g. 3,33")
+@click.option("--cases", help="comma-separated case ids, e.g. 3,33, or main, appendix-h, all")
 @click.option("--main", "main_cases", is_flag=True, help="the 16 main cases of the paper")
 @click.option("--tracr-dir", default="build/tracr", type=click.Path(path_type=Path), show_default=True)
 @click.option("--out", "out_dir", default="build/siit", type=click.Path(path_type=Path), show_default=True)

@@ -39,6 +39,7 @@ SPEC = {
         "behavior_weight": 1.0,
         "edge_weight": 1.0,
         "edge_sampling": "mixed",
+        "edge_target": 0.999,
         "train_size": 20000,
         "target": 0.997,
         "node_target": 0.997,

@@ -1,6 +1,10 @@
 """Case 86 (InterpBench appendix H, Table 11): Check if each element is a power of 2. Return 1 if true, otherwise 0.
 
-Elementwise 1 if the token is 1, 2, 4, 8, 16, ... else 0 (one categorical Map). Vocabulary 0..16.
+Elementwise 1 if the token is 2, 4, 8, 16 (a power of two of exponent at least 1) else 0: one
+categorical Map. As in the original (`pow_of_n(2, x)` divides x by 2 while x >= 1 and answers 1
+only when it meets 2 exactly), 1 = 2**0 is *not* counted as a power of two, nor is 0.
+Vocabulary 0..16 (the original draws from its integer vocabulary; cbench keeps 0..16 so that
+four powers of two occur).
 
 Program: InterpBench's original case 86, re-expressed in our own code:
 https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_86.py
@@ -40,4 +44,4 @@ def program():
     """Return the RASP program (an SOp) for this case."""
     from tracr.rasp import rasp
 
-    return rasp.Map(lambda x: 1 if x > 0 and x & (x - 1) == 0 else 0, rasp.tokens).named("is_power_of_2")
+    return rasp.Map(lambda x: 1 if x >= 2 and x & (x - 1) == 0 else 0, rasp.tokens).named("is_power_of_2")

@@ -1,9 +1,11 @@
 """Case 90 (InterpBench appendix H, Table 11): Replaces a specific token with another one.
 
-Every token 3 becomes 7, other tokens are unchanged (one categorical Map).
+Every token "findme" becomes "-", other tokens are unchanged (one categorical Map). Vocabulary:
+InterpBench's random word vocabulary (the 8 words of case 11, drawn with Python's random.seed(42),
+written out literally) plus {findme, -}, as in the original.
 
-Program: written by cbench from the paper's Table 11 description; InterpBench's case 90, read for
-reference:
+Program: InterpBench's original case 90, written again in cbench's own code (the original repository
+swapped the programs of cases 8 and 90 at one point; this is the program its case 90 has now):
 https://github.com/FlyingPumba/InterpBench/blob/main/circuits_benchmark/benchmark/cases/case_90.py
 Collected from TracrBench in InterpBench.
 """
@@ -13,14 +15,14 @@ SPEC = {
     "id": "90",
     "description": "Replaces a specific token with another one.",
     "task_type": "categorical",
-    "vocab": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+    "vocab": ["J", "LB", "TPSI", "V", "b", "no", "oCLrZaW", "poiVg", "findme", "-"],
     "min_seq_len": 3,
     "max_seq_len": 5,
     "bos": "BOS",
     "pad": "PAD",
     "causal": True,
     "label_positions": "all-but-bos",
-    "source": "cbench",
+    "source": "original",
     "seed": 42,
     "training": {
         "algorithm": "summed",
@@ -34,7 +36,7 @@ SPEC = {
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
     },
-    "notes": "InterpBench's published program for case 90 is the identity (its own description there reads 'Identity'); cbench implements Table 11's description, replacing token 3 by token 7.",
+    "notes": "cbench's first version of this case implemented an older reading of the description (3 -> 7 over the integers 0..9); it now follows the original program.",
 }
 
 
@@ -42,5 +44,4 @@ def program():
     """Return the RASP program (an SOp) for this case."""
     from tracr.rasp import rasp
 
-    old, new = 3, 7
-    return rasp.Map(lambda x: new if x == old else x, rasp.tokens).named("replace_3_with_7")
+    return rasp.Map(lambda x: "-" if x == "findme" else x, rasp.tokens).named("replace_findme")
