@@ -33,6 +33,8 @@ from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AU
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
 RELEASE_MAX_OUT_EFFECT = 0.01
+INVARIANT_WHY = ("the program ignores it under resample ablation (it carries position, which base and source "
+                 "share); trained to be ignored too, like the edges outside the circuit")
 FINAL_EVAL_FACTOR = 2  # the final validation uses twice the per-epoch pairs, fresh ones
 
 
@@ -206,6 +208,8 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     if none_class is not None:
         base_meta.update(none_class=none_class, output_classes=list(meta["output_classes"]) + [NONE_LABEL])
     result.model.eval()
+    if invariant and kind == "siit":  # declared from the program, checked by the marked-edge gate
+        circuit["edge_signal"] = {e: {"signal": False, "why": INVARIANT_WHY} for e in invariant}
     report = verify_model(result.model, base_meta, circuit, corr, hl_model,
                           _pair_sets(pairs, base_meta, seed=cfg.seed + 3))
     marks = report.no_signal_marks()

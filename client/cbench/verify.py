@@ -28,7 +28,11 @@ unablated outputs, on every valid position):
   that of every edge outside the ground truth, the floor no method can see below. An edge that
   does neither must be marked in ``circuit.json``'s ``edge_signal`` with why, and is left out of
   scoring (``unmarked_edges_without_signal``, SIIT models; Tracr models list such edges in the
-  report);
+  report). A marked edge must not stand out either (``marked_edges_with_signal``: its exact
+  patching score at most the floor), so a mark cannot hide an edge the model uses. SIIT marks
+  two kinds: edges measured to carry nothing, and edges the *program* ignores under resample
+  ablation (a Select's query or key that reads only position, which base and source share), which
+  training resample-ablates like the edges outside the circuit;
 * ``oracle_edge_auroc`` -- exact activation patching of every edge, ranked against the
   ground truth without marked edges, scores edge AUROC >= 0.99 (q/k/v granularity).
 
@@ -62,6 +66,7 @@ GATES = {
     "max_out_of_circuit_node_effect": ("<=", MAX_OUT_NODE_EFFECT),
     "complement_edge_effect": ("<=", MAX_COMPLEMENT_EFFECT),
     "unmarked_edges_without_signal": ("<=", 0),
+    "marked_edges_with_signal": ("<=", 0),
     "oracle_edge_auroc": (">=", MIN_ORACLE_AUROC),
 }
 
@@ -89,6 +94,7 @@ class EdgeSignal:
     floor: float
     signal: bool
     why: str | None = None
+    marked: bool = False  # marked "signal": false in circuit.json (why from there)
 
 
 @dataclass
@@ -139,7 +145,8 @@ class VerifyReport:
             lines.append(f"  {'PASS' if g.passed else 'FAIL'}  {g.name:<32} {g.pairs:<10} {value:>8} "
                          f"{g.op} {g.threshold:g}" + (f"  ({g.detail})" if g.detail else ""))
         for e in self.edges:
-            mark = "signal" if e.signal else f"no signal: {e.why}"
+            mark = (f"marked: {e.why}" + ("; STANDS OUT" if e.metric_delta > e.floor else "") if e.marked
+                    else "signal" if e.signal else f"no signal: {e.why}")
             lines.append(f"        edge {e.edge:<28} changes {100 * e.changed:6.2f} % of outputs, "
                          f"patching score {e.metric_delta:.2e} (outside the circuit at most {e.floor:.2e})  [{mark}]")
         lines.append(f"{'PASSED' if self.passed else 'FAILED'}: {len(self.gates) - len(self.failures())} of "
@@ -324,7 +331,8 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
     oracle: dict[str, dict[str, float]] = {}
     hl = _HighLevel(tracr_model, task_type, none_class_of(meta)) if tracr_model is not None else None
     circuit_nodes = {n for n in circuit.get("nodes", []) if n not in ("input", "logits")}
-    marked = {e for e, v in (circuit.get("edge_signal") or {}).items() if not v.get("signal", True)}
+    marks = {e: v for e, v in (circuit.get("edge_signal") or {}).items() if not v.get("signal", True)}
+    marked = set(marks)
     truth = set(circuit.get("edges", []))
     for pairs, buckets in pair_sets.items():
         buckets = [buckets] if isinstance(buckets, TaskData) else list(buckets)
@@ -359,13 +367,18 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
         changed = max(per_edge[e])
         best = max(oracle, key=lambda p: oracle[p][e] - floors[p])
         score, floor = oracle[best][e], floors[best]
+        if e in marked:  # declared without signal: its why comes from circuit.json
+            edges.append(EdgeSignal(e, changed, score, floor, False, marks[e].get("why") or "marked", marked=True))
+            continue
         signal = changed >= MIN_EDGE_CHANGED or score > floor
         edges.append(EdgeSignal(e, changed, score, floor, signal,
                                 None if signal else _why_no_signal(model, circuit, e, first)))
     if kind == "siit":  # (Tracr releases predate the marks: their report lists such edges, unmarked)
-        unmarked = [e.edge for e in edges if not e.signal and e.edge not in marked]
+        unmarked = [e.edge for e in edges if not e.signal and not e.marked]
         gates.append(_gate("unmarked_edges_without_signal", "all", float(len(unmarked)),
                            detail=", ".join(unmarked)))
+        loud = [e.edge for e in edges if e.marked and e.metric_delta > e.floor]
+        gates.append(_gate("marked_edges_with_signal", "all", float(len(loud)), detail=", ".join(loud)))
     no_signal = sorted({e.edge for e in edges if not e.signal} | marked)
     for pairs, scores in oracle.items():
         gates.append(oracle_gate(scores, circuit, pairs, no_signal))
