@@ -69,6 +69,25 @@ def test_v1_siit_case_3_fails_the_edge_gates_but_passes_the_node_gates():
     assert summary["complement_edge_effect"]["passed"] is False and "fresh" in summary["iia"]
 
 
+def test_a_mark_cannot_hide_an_edge_the_model_uses():
+    """Marking an edge "signal": false leaves it out of scoring, so a mark on an edge the model
+    uses must fail (marked_edges_with_signal); the release's own marks hold."""
+    art = read_model_artifact(ZOO / "case-3" / "v2.0.0")
+    model, tracr = art.load_model(), art.tracr.load_model()
+    pairs = _fresh(art.meta, 200)
+    report = verify_model(model, art.meta, art.circuit, art.correspondence, tracr, pairs)
+    gates = {g.name: g for g in report.gates}
+    assert gates["marked_edges_with_signal"].passed and gates["marked_edges_with_signal"].value == 0
+    assert any(e.marked for e in report.edges)
+    circuit = copy.deepcopy(art.circuit)
+    circuit["edge_signal"] = {**circuit.get("edge_signal", {}), "m0->a1.h2<v>": {"signal": False, "why": "hidden"}}
+    report = verify_model(model, art.meta, circuit, art.correspondence, tracr, pairs)
+    gates = {g.name: g for g in report.gates}
+    assert not gates["marked_edges_with_signal"].passed
+    assert gates["marked_edges_with_signal"].detail == "m0->a1.h2<v>"
+    assert "STANDS OUT" in report.format()
+
+
 def test_cli_prints_each_gate_and_exits_1_on_failure(tmp_path):
     from cbench.cli import cli as main
 
