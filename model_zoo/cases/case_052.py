@@ -21,17 +21,30 @@ SPEC = {
     "label_positions": "all-but-bos",
     "source": "original",
     "seed": 42,
+    "low_level": {
+        "architecture": "interpbench",
+        "correspondence": "same-index"
+    },
     "training": {
         "algorithm": "summed",
         "lr": 0.001,
         "lr_end": 0.0002,
+        "lr_decay_epochs": 100,
         "betas": [0.9, 0.9],
         "batch_size": 512,
-        "epochs": 500,
+        "epochs": 200,
         "iit_weight": 1.0,
-        "siit_weight": 0.4,
+        "siit_weight": 1.0,
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
+        "edge_weight": 1.0,
+        "edge_sampling": "mixed",
+        "edge_target": 0.999,
+        "target": 0.997,
+        "node_target": 0.997,
+        "eval_pairs": 1000,
+        "source_gradients": True,
+        "time_limit_s": 600
     },
 }
 

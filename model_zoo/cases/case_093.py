@@ -23,17 +23,30 @@ SPEC = {
     "label_positions": "all-but-bos",
     "source": "original",
     "seed": 42,
+    "low_level": {
+        "architecture": "interpbench",
+        "correspondence": "same-index"
+    },
     "training": {
         "algorithm": "summed",
         "lr": 0.001,
         "lr_end": 0.0002,
+        "lr_decay_epochs": 100,
         "betas": [0.9, 0.9],
         "batch_size": 512,
-        "epochs": 500,
+        "epochs": 200,
         "iit_weight": 1.0,
-        "siit_weight": 0.4,
+        "siit_weight": 1.0,
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
+        "edge_weight": 1.0,
+        "edge_sampling": "mixed",
+        "edge_target": 0.999,
+        "target": 0.997,
+        "node_target": 0.997,
+        "eval_pairs": 1000,
+        "source_gradients": True,
+        "time_limit_s": 600
     },
     "notes": "The original computes the length with an all-true selector over indices. tracr 1.0's assembler sizes every head by the widest query/key space and fails (array shape error) when a head's value space is wider, which happens here for the token-moving head; reading tokens in the length selector (same value) widens the query/key space and avoids it.",
 }

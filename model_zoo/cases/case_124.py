@@ -25,17 +25,30 @@ SPEC = {
     "label_positions": "all-but-bos",
     "source": "cbench",
     "seed": 42,
+    "low_level": {
+        "architecture": "interpbench",
+        "correspondence": "same-index"
+    },
     "training": {
         "algorithm": "summed",
         "lr": 0.001,
         "lr_end": 0.0002,
+        "lr_decay_epochs": 100,
         "betas": [0.9, 0.9],
         "batch_size": 512,
-        "epochs": 500,
+        "epochs": 200,
         "iit_weight": 1.0,
-        "siit_weight": 0.4,
+        "siit_weight": 1.0,
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
+        "edge_weight": 1.0,
+        "edge_sampling": "mixed",
+        "edge_target": 0.999,
+        "target": 0.997,
+        "node_target": 0.997,
+        "eval_pairs": 1000,
+        "source_gradients": True,
+        "time_limit_s": 600
     },
     "notes": "The original adds a second SelectorWidth that counts positions whose n_different is 0. tracr 1.0's compiled model does not mask PAD (PAD is an ordinary token to it), and at PAD positions n_different is 0, so with padded inputs that second count is wrong; cbench drops it (the first count is already 0 everywhere exactly when all tokens are equal), which computes the same function.",
 }
