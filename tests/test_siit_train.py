@@ -118,8 +118,13 @@ def test_training_stops_only_when_the_edge_target_is_reached():
     assert not trainer._reached(m)
     assert trainer._reached({**m, "edge_siia": 0.9995})
     assert TrainingConfig(target=0.99).edge_target == 0.99  # default: the target
-    # the kept epoch is scored by its distance to each target
-    assert trainer._score(m) == pytest.approx(0.995 + 0.99 - 0.999)
+    # the kept epoch is scored by its summed shortfall below the targets (0 when reached)
+    assert trainer._score(m) == pytest.approx(0.995 - 0.999)
+    assert trainer._score({**m, "edge_siia": 0.9995}) == 0.0
+    # a model that learnt little (harmless ablations, low IIA) ranks below one still leaking
+    idle = dict(m, iia=0.6, accuracy=0.6, edge_siia=1.0)
+    learning = dict(m, iia=0.95, accuracy=0.97, edge_siia=0.6)
+    assert trainer._score(learning) > trainer._score(idle)
 
 
 @pytest.mark.parametrize("source_gradients", [False, True])

@@ -652,14 +652,17 @@ class SIITTrainer:
                               training_cpu_s=time.process_time() - cpu_start)
 
     def _score(self, metrics: dict) -> float:
-        """How close an epoch is to the target (the worst of the stopping metrics)."""
-        worst = min(metrics["accuracy"], metrics["iia"])
-        if self.cfg.kind == "iit":
-            return worst
-        worst = min(worst, metrics["siia"], metrics["min_siia_node"] + (self.cfg.target - self.cfg.node_target))
-        if self.cfg.edge_strict:
-            worst = min(worst, metrics["edge_siia"] + (self.cfg.target - self.cfg.edge_target))
-        return worst
+        """How close an epoch is to the targets: minus the summed shortfall of the stopping metrics
+        below their targets (0 exactly when the targets are reached). A sum, not the worst metric:
+        with the worst alone, a model that has learnt little (every ablation harmless, IIA low)
+        can outrank one that is learning but still leaks through an edge."""
+        cfg = self.cfg
+        wants = [(metrics["accuracy"], cfg.target), (metrics["iia"], cfg.target)]
+        if cfg.kind != "iit":
+            wants += [(metrics["siia"], cfg.target), (metrics["min_siia_node"], cfg.node_target)]
+            if cfg.edge_strict:
+                wants.append((metrics["edge_siia"], cfg.edge_target))
+        return -sum(max(0.0, t - v) for v, t in wants)
 
     def _reached(self, metrics: dict) -> bool:
         """Early stop: accuracy, IIA (and for SIIT: SIIA and every node's SIIA) at the target.
