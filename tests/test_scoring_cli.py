@@ -246,3 +246,22 @@ def test_bad_input_one_line_each(art, capsys, tmp_path):
                          "--test", "equivalence", "--sampled")[::2], "empty")
     _one_line_error(*run(capsys, "adversarial", str(root / "toy"), str(tmp_path / "empty.json"), "--sampled")[::2],
                     "empty")
+
+
+def test_bench_case_sets_name_the_released_models():
+    from cbench.errors import UsageError
+    from cbench.scoring.bench import MAIN_CASES, _parse_cases, released_siit_cases
+
+    released = released_siit_cases()
+    assert set(MAIN_CASES) <= set(released) and released == sorted(released, key=int)
+    assert _parse_cases("main") == list(MAIN_CASES)
+    assert _parse_cases("all") == released
+    assert _parse_cases("main,3,99") == list(MAIN_CASES) + ["99"]  # no duplicates, ids kept
+    extra = [c for c in released if c not in MAIN_CASES]
+    if extra:
+        assert _parse_cases("appendix-h") == extra
+    else:
+        with pytest.raises(UsageError, match="no SIIT model of an appendix-H case"):
+            _parse_cases("appendix-h")
+    with pytest.raises(UsageError, match="empty"):
+        _parse_cases(" , ")

@@ -441,7 +441,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 
 # ----------------------------------------------------------------------------- bench
 @click.command("bench")
-@click.option("--cases", default="main", show_default=True, help="'main' or a comma-separated list like 3,33")
+@click.option("--cases", default="main", show_default=True, help="'main', 'appendix-h', 'all' (every released SIIT model) or a comma-separated list like 3,33")
 @click.option("--methods", default=None, help="comma-separated methods (default: all)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="results directory")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)

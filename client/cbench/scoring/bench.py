@@ -42,13 +42,34 @@ ORACLE = "activation-patching"  # exact patching of every edge alone: the calibr
 RANDOM_SEEDS = 200  # the random column is the mean edge AUROC over this many draws
 
 
+def released_siit_cases() -> list[str]:
+    """Ids of every SIIT model (``cbench/case-<id>``) the embedded zoo releases, in numeric order."""
+    from cbench.hub import zoo_releases
+
+    ids = {ref.repo_id.split("/case-", 1)[1] for ref in zoo_releases()
+           if ref.repo_type == "model" and "/case-" in ref.repo_id}
+    return sorted((i for i in ids if i.isdigit()), key=int)
+
+
 def _parse_cases(cases: str) -> list[str]:
-    if cases.strip() == "main":
-        return list(MAIN_CASES)
-    out = [c.strip() for c in cases.split(",") if c.strip()]
+    """Case ids from ``main``, ``appendix-h`` (released SIIT models outside the main 16), ``all``
+    (every released SIIT model) or a comma-separated list; the names may be mixed with ids."""
+    out: list[str] = []
+    for c in (c.strip() for c in cases.split(",")):
+        if c == "main":
+            out += MAIN_CASES
+        elif c == "all":
+            out += released_siit_cases()
+        elif c == "appendix-h":
+            h = [i for i in released_siit_cases() if i not in MAIN_CASES]
+            if not h:
+                raise UsageError("--cases appendix-h: no SIIT model of an appendix-H case is released yet")
+            out += h
+        elif c:
+            out.append(c)
     if not out:
-        raise UsageError("--cases is empty; give 'main' or a list like 3,33")
-    return out
+        raise UsageError("--cases is empty; give 'main', 'appendix-h', 'all' or a list like 3,33")
+    return list(dict.fromkeys(out))
 
 
 def _parse_methods(methods: str | None) -> list[str]:
