@@ -96,3 +96,28 @@ def test_the_report_sorts_links_and_loads_its_images_in_chromium(browser, site):
     assert "Mean edge AUROC" in browser.find_element(By.TAG_NAME, "main").text
     browser.find_element(By.ID, "nav-home").click()
     assert browser.current_url.endswith("/index.html")
+
+
+def test_make_demo_ends_with_the_report_that_opens_in_chromium(browser, tmp_path, monkeypatch, capsys):
+    """What `make demo` runs (`cbench demo`, here on two cases and two methods to stay small): its
+    last line is the HTML report's path, and that report opens from file:// with every image."""
+    from selenium.webdriver.common.by import By
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    out = tmp_path / "demo"
+    code = main(["demo", "--cases", "33,20", "--methods", "eap,random", "--n-examples", "20", "--out", str(out)])
+    assert code in (0, None)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("HTML report: ")
+    index = Path(last.split(": ", 1)[1])
+    assert index == (out / "html" / "index.html").resolve() and index.is_file()
+    browser.get(index.as_uri())
+    assert "leaderboard" in browser.title
+    assert _images_loaded(browser) == [] and browser.execute_script("return document.images.length") >= 1
+    methods = set(_column(browser, [h.text.replace("▲", "").replace("▼", "").strip()
+                                    for h in browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")]
+                          .index("method")))
+    assert methods == {"eap", "random"}
+    browser.find_element(By.CSS_SELECTOR, "a[href$='cases/33.html']").click()
+    assert browser.current_url.endswith("/cases/33.html") and _images_loaded(browser) == []
+    browser.save_screenshot(str(Path(os.environ.get("CBENCH_SCREENSHOT_DIR", tmp_path)) / "demo-leaderboard.png"))
