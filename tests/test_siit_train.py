@@ -110,6 +110,12 @@ def test_edge_strictness_pool_holds_the_complement_and_the_invariant_edges(tracr
     assert {names[i] for i in with_inv.runtime and with_inv.out_edges.tolist()} == pool | set(invariant)
 
 
+def test_a_cpu_budget_stops_training_after_the_epoch_that_crosses_it(tracr_dir):
+    trainer, data = _trainer(tracr_dir, cpu_limit_s=1e-3)
+    res = trainer.train(data, progress=False)
+    assert res.epochs == 1 and not res.reached_target and res.training_cpu_s > 1e-3
+
+
 def test_training_stops_only_when_the_edge_target_is_reached():
     cfg = TrainingConfig(edge_weight=1.0, target=0.99, edge_target=0.999, siit_weight=1.0)
     trainer = SIITTrainer.__new__(SIITTrainer)

@@ -103,6 +103,7 @@ class TrainingConfig:
     grad_clip: float | None = None  # clip the gradient's global norm to this before each optimizer step
     source_gradients: bool = False  # differentiate through the low-level source activations too
     time_limit_s: float | None = None  # stop after the epoch that crosses this wall time
+    cpu_limit_s: float | None = None  # ... or this much CPU time of the process (a budget independent of load)
     edge_weight: float = 0.0  # edge-level strictness (zoo v2); 0 reproduces InterpBench
     edge_sampling: str = "mixed"  # which non-ground-truth edges one example ablates (see SIITTrainer._edge_masks)
     edge_target: float | None = None  # early stop also needs edge_siia at this (default: target)
@@ -635,6 +636,8 @@ class SIITTrainer:
                 reached = True
                 break
             if cfg.time_limit_s is not None and time.perf_counter() - start > cfg.time_limit_s:
+                break
+            if cfg.cpu_limit_s is not None and time.process_time() - cpu_start > cfg.cpu_limit_s:
                 break
         if bar is not None:
             bar.close()

@@ -46,7 +46,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "The original built a 3-ary SequenceMap (tokens, tokens, indices) from tuple-valued SequenceMaps; cbench computes the same function with one SequenceMap over tokens and indices.",
 }

@@ -47,7 +47,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "InterpBench's published program for case 24 aggregates tokens with an index-equality selector, i.e. it returns the tokens unchanged and does not match its description; cbench implements the description.",
 }

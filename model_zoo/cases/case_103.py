@@ -46,7 +46,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "The original computes the length with an all-true selector over indices. tracr 1.0's assembler sizes every head by the widest query/key space and fails (array shape error) when a head's value space is wider, which happens here for the token-moving head; reading tokens in the length selector (same value) widens the query/key space and avoids it.",
 }

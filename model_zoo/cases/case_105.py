@@ -45,7 +45,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "InterpBench's published program returns the smallest prime >= x (a prime maps to itself); cbench follows the description ('the next prime after that number', strictly greater).",
 }

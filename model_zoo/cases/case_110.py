@@ -46,7 +46,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "A vocabulary of 10 tokens does not compile with tracr 1.0: its assembler sizes every head by the widest query/key space (here indices, 7 dims) and fails when the token-moving head's value space is wider; 6 tokens fit.",
 }

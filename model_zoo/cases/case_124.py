@@ -48,7 +48,8 @@ SPEC = {
         "node_target": 0.997,
         "eval_pairs": 1000,
         "source_gradients": True,
-        "time_limit_s": 600
+        "cpu_limit_s": 300,
+        "time_limit_s": 3600
     },
     "notes": "The original adds a second SelectorWidth that counts positions whose n_different is 0. tracr 1.0's compiled model does not mask PAD (PAD is an ordinary token to it), and at PAD positions n_different is 0, so with padded inputs that second count is wrong; cbench drops it (the first count is already 0 everywhere exactly when all tokens are equal), which computes the same function.",
 }
