@@ -278,3 +278,51 @@ def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_pat
     r = CliRunner().invoke(cli, ["evaluate", str(tmp_path / "nap.json"), "--case", str(art), "--sampled",
                                  "--n-examples", "20", "--construction", "greedy"])
     assert r.exit_code == 0 and "greedy circuits" in r.output, r.output
+
+
+def _released_models() -> list[Path]:
+    """The newest version of every released SIIT model and of a sample of Tracr models."""
+    import json
+
+    releases = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
+    index = json.loads((releases / "index.json").read_text())
+    names = sorted({m["name"] for c in index["cases"] for m in c["models"] if m["model_kind"] in ("siit", "tracr")})
+    out = []
+    for name in names:
+        if name.startswith("tracr-") and name not in ("tracr-case-3", "tracr-case-21", "tracr-case-33"):
+            continue
+        root = releases / "models" / "cbench" / name
+        out.append(max((p for p in root.iterdir() if p.is_dir()),
+                       key=lambda p: tuple(int(x) for x in p.name[1:].split("."))))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _released_models(), ids=lambda p: p.parent.name)
+def test_the_mib_baselines_run_on_every_released_model_with_every_ablation(path, tmp_path, monkeypatch):
+    """Issue 17's done-when: nap, nap-ig, ifr and ugs, each with resample, mean and optimal
+    ablation, on every released SIIT model (and Tracr models of three shapes): finite scores and a
+    schema-valid edge-scores file."""
+    import functools
+
+    from cbench.artifacts import read_model_artifact
+    from cbench.task_data import sample_pairs
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path))
+    short = oa.OptimalAblationSettings(max_steps=20, eval_every=10, patience=20)
+    monkeypatch.setattr(oa, "load_or_learn", functools.partial(oa.load_or_learn, settings=short))
+    art = read_model_artifact(path)
+    rt = CircuitRuntime(art.load_model())
+    data = sample_pairs(art.meta, 8, seed=3)
+    fast = {"ugs": {"steps": 3}, "nap-ig": {"steps": 2}}
+    for method in NEW:
+        ablations = ("resample", "mean", "optimal") if "ablation" in METHODS[method].params else (None,)
+        for ablation in ablations:
+            params = dict(fast.get(method, {}), **({"ablation": ablation} if ablation else {}))
+            res = discover(rt, data, method, params, progress=False)
+            assert np.isfinite(res.scores).all() and len(res.scores) == rt.graph.n_edges, (method, ablation)
+            d_model = rt.model.cfg.d_model
+            doc = to_edge_scores_document(res, art.case, {"repo": f"cbench/{path.parent.name}", "revision": None,
+                                                          "kind": art.model_kind}, d_model=d_model)
+            validation.check(doc, "edge-scores")
+            assert validation.check_against_graph(doc, rt.graph, case=art.case, d_model=d_model) == []
