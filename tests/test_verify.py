@@ -85,7 +85,7 @@ def test_a_mark_cannot_hide_an_edge_the_model_uses():
     gates = {g.name: g for g in report.gates}
     assert not gates["marked_edges_with_signal"].passed
     assert gates["marked_edges_with_signal"].detail == "m0->a1.h2<v>"
-    assert "STANDS OUT" in report.format()
+    assert "USED BY THE MODEL" in report.format()
 
 
 def test_cli_prints_each_gate_and_exits_1_on_failure(tmp_path):
