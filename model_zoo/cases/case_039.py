@@ -35,7 +35,7 @@ SPEC = {
         "batch_size": 512,
         "epochs": 200,
         "iit_weight": 1.0,
-        "siit_weight": 1.0,
+        "siit_weight": 3.0,
         "behavior_weight": 1.0,
         "strict_prob": 0.5,
         "edge_weight": 1.0,
