@@ -151,7 +151,7 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
     config at the revision resolved online is checked and returned."""
     from cbench.cache import Cache
     from cbench.errors import CacheDamagedError, HubUnreachableError, UnknownRevisionError
-    from cbench.hub import RepoRef
+    from cbench.hub import RepoRef, sort_versions
     from cbench.pull import (_intact_cached, candidates, check_pins, from_cache, hf_offline, resolve,
                              seed_default_hub, select_remote)
 
@@ -172,6 +172,13 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
                                                 "again (`cbench cache verify` checks the whole cache)") from None
                     snap.extra["offline_reason"] = reason
                     return snap
+                e = cache.entry(ref)
+                if e.get("configs"):  # this repository is cached, this revision or config is not
+                    tags = e.get("tags", {})
+                    have = [t for t in sort_versions(tags) if config in e["configs"].get(tags[t], {})]
+                    raise UnknownRevisionError(f"{reason}; {repo_id} {revision or ''} config {config} is not in "
+                                               f"the cache (cached versions of it: {', '.join(have) or 'none'})"
+                                               ) from None
             raise exc
 
     if offline if offline is not None else hf_offline():
