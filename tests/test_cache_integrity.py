@@ -59,8 +59,11 @@ def _flip(path: Path, at: int = -3) -> None:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else b"")
-            for p in sorted(root.rglob("*")) if ".cbench" not in p.parts or p.name == "index.json"}
+    """The Hugging Face cache under ``root`` and cbench's index beside it."""
+    out = {p.relative_to(root).as_posix(): (p.read_bytes() if p.is_file() else b"") for p in sorted(root.rglob("*"))}
+    index = root.with_name(root.name + ".cbench") / "index.json"
+    out["<index>"] = index.read_bytes() if index.is_file() else b""
+    return out
 
 
 # ---------------------------------------------------------------------------- tampered cache

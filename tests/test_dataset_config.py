@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from cbench import hub as hubmod
+from cbench.errors import UsageError
 from cbench.loading import config_snapshot, load_dataset
 
 
@@ -25,9 +27,12 @@ def test_only_the_configs_files_are_downloaded(tmp_path, monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     _two_config_dataset(tmp_path / "ds")
     hubmod.publish(tmp_path / "ds", "cbench/counterfactuals", "dataset", "v1.0.0", hub=tmp_path / "hub")
-    path = config_snapshot("counterfactuals", "case-3", hub=tmp_path / "hub")
+    snap = config_snapshot("counterfactuals", "case-3", hub=tmp_path / "hub")
+    assert snap.extra["config"] == "case-3" and snap.tag == "v1.0.0"
+    path = snap.path
     got = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
     assert got == ["README.md", "case-3/train.parquet"]
     ds = load_dataset("counterfactuals", "case-3", hub=tmp_path / "hub")
     assert ds["train"]["x"] == [1, 2]
-    assert config_snapshot("counterfactuals", "case-9", hub=tmp_path / "hub") is None  # no such config
+    with pytest.raises(UsageError, match="no config 'case-9'; configs: case-3, case-4"):
+        config_snapshot("counterfactuals", "case-9", hub=tmp_path / "hub")

@@ -168,7 +168,7 @@ def test_optimal_ablation_losses_match_hooks_and_training_helps(tmp_path, monkey
     v1, cached1 = oa.load_or_learn(rt, data.base, loss, settings)
     v2, cached2 = oa.load_or_learn(rt, data.base, loss, settings)
     assert not cached1 and cached2 and torch.equal(v1, v2)
-    assert list((tmp_path / "cache" / "optimal-ablation").glob(f"{oa.model_sha256(rt)}/*.safetensors"))
+    assert list((tmp_path / "cache.cbench" / "optimal-ablation").glob(f"{oa.model_sha256(rt)}/*.safetensors"))
 
 
 def test_every_ablating_method_takes_optimal_and_mean(tmp_path, monkeypatch, ref_setup):
@@ -265,7 +265,7 @@ def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_pat
     assert docs["ugs1"]["method"]["hyperparameters"]["seed"] == 5
     assert docs["ugs1"]["edges"] == docs["ugs2"]["edges"]
     assert docs["nap-ig"]["method"]["hyperparameters"]["ablation"] == "optimal"
-    assert list((tmp_path / "home" / "cache" / "optimal-ablation").glob("*/*.safetensors"))
+    assert list((tmp_path / "home" / "cache.cbench" / "optimal-ablation").glob("*/*.safetensors"))
     from cbench.cli import main
 
     with pytest.raises(SystemExit) as exc:

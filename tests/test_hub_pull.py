@@ -179,7 +179,7 @@ def test_sha_mismatch_is_refused_and_leaves_no_trace(server, home):
         pull("case-7@v1.0.1", endpoint=server.endpoint)
     cache = home / "cache"
     assert not (cache / "models--cbench--case-7").exists()
-    assert not any((cache / ".cbench" / "staging").iterdir())
+    assert not any((home / "cache.cbench" / "staging").iterdir())
     assert Cache().entry(RepoRef("cbench/case-7")).get("snapshots", {}) == {}
     proc = run_cli(["pull", "case-7@v1.0.1", "--endpoint", server.endpoint], env={"CBENCH_HOME": str(home)})
     assert_clean_error(proc, "sha256", "refused")
@@ -211,7 +211,7 @@ def test_half_written_snapshot_is_never_loaded(server, hub, home):
 
 def test_pull_killed_midway_then_next_pull_succeeds(server, home):
     env = dict(os.environ, CBENCH_HOME=str(home))
-    staging = home / "cache" / ".cbench" / "staging"
+    staging = home / "cache.cbench" / "staging"
     proc = subprocess.Popen(CBENCH + ["pull", "case-3@v1.1.0", "--endpoint", server.endpoint], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60

@@ -1,8 +1,11 @@
 """The client's cache: verified snapshots in Hugging Face cache layout, and an index of them.
 
 ``$CBENCH_HOME/cache`` (default ``~/.cache/cbench/cache``) is an ordinary ``huggingface_hub``
-cache directory (``models--cbench--case-3/snapshots/<sha>/...``), so ``snapshot_download(...,
-cache_dir=..., local_files_only=True)`` reads it too. cbench adds, under ``.cbench/``:
+cache directory (``models--cbench--case-3/snapshots/<sha>/...``, ``refs/<tag or branch>`` holding
+the commit sha), so ``snapshot_download(..., revision="v1.0.0", cache_dir=..., local_files_only=True)``
+reads it too, and ``hf cache ls/verify/prune`` see every pulled revision as referenced.
+cbench's own records live beside it, never inside it (so ``scan_cache_dir`` finds nothing it does
+not know), in ``<cache>.cbench/`` (``$CBENCH_HOME/cache.cbench``):
 
 * ``index.json``: per repository, the tags resolved so far (tag -> sha) and the snapshots that
   were **verified and completed**. A snapshot is usable only if listed here: the entry is the
@@ -14,6 +17,8 @@ cache_dir=..., local_files_only=True)`` reads it too. cbench adds, under ``.cben
 * ``locks/``: one file lock per repository, so concurrent pulls of one case take turns (the
   second finds the snapshot complete and returns it).
 
+A cache made before the records moved (``<cache>/.cbench/``) is moved on first use.
+
 Imports only the standard library (and ``filelock`` when writing), so offline ``cbench info``
 stays fast.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -33,6 +39,7 @@ from typing import Iterator
 from cbench.hub import RepoRef, cbench_home, sort_versions
 
 INDEX_FORMAT = 1
+_REF_NAME = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
 
 def default_cache_dir() -> Path:
@@ -62,6 +69,12 @@ class Snapshot:
                 "path": str(self.path), "files": self.files, "size": self.size, "from_cache": self.from_cache}
 
 
+def records_dir(root: Path) -> Path:
+    """Where cbench keeps its records for the Hugging Face cache ``root``: beside it."""
+    root = Path(root)
+    return root.with_name(root.name + ".cbench")
+
+
 def repo_folder_name(ref: RepoRef) -> str:
     """huggingface_hub's cache folder name: ``models--org--name``."""
     return f"{ref.repo_type}s--" + ref.repo_id.replace("/", "--")
@@ -70,7 +83,13 @@ def repo_folder_name(ref: RepoRef) -> str:
 class Cache:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()
-        self.meta = self.root / ".cbench"
+        self.meta = records_dir(self.root)
+        old = self.root / ".cbench"  # where the records lived before (huggingface_hub warned about it)
+        if old.is_dir() and not self.meta.exists():
+            try:
+                os.replace(old, self.meta)
+            except OSError:
+                pass
 
     # -------------------------------------------------------------- paths
     def repo_dir(self, ref: RepoRef) -> Path:
@@ -143,11 +162,77 @@ class Cache:
                 e["tags"][snap.tag] = snap.sha
             e["last"] = snap.sha
 
+    def mark_config_complete(self, ref: RepoRef, sha: str, config: str, record: dict, tag: str | None) -> None:
+        """The completion marker of one dataset config's files (``cbench.load_dataset(name,
+        config)`` fetches only those) in the snapshot directory of ``sha``."""
+        with self._index_update() as data:
+            e = data["repos"].setdefault(ref.key, {"tags": {}, "snapshots": {}})
+            e.setdefault("configs", {}).setdefault(sha, {})[config] = {
+                "record": record, "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            if tag:
+                e["tags"][tag] = sha
+
+    def config_record(self, ref: RepoRef, sha: str, config: str) -> dict | None:
+        """``rel -> [size, sha256]`` of a config fetched on its own, or None."""
+        info = self.entry(ref).get("configs", {}).get(sha, {}).get(config)
+        rec = info.get("record") if isinstance(info, dict) else None
+        return rec if isinstance(rec, dict) and self.snapshot_dir(ref, sha).is_dir() else None
+
+    def forget_config(self, ref: RepoRef, sha: str, config: str) -> None:
+        with self._index_update() as data:
+            e = data["repos"].get(ref.key)
+            if e and sha in e.get("configs", {}):
+                e["configs"][sha].pop(config, None)
+
+    def resolve_config_offline(self, ref: RepoRef, revision: str | None, config: str) -> str | None:
+        """The sha of a revision whose ``config`` was fetched on its own: a tag (as resolved
+        online), a sha, or (None) the newest version that has it."""
+        e = self.entry(ref)
+        tags = e.get("tags", {})
+        have = {sha for sha, cfgs in e.get("configs", {}).items() if config in cfgs}
+        if revision is None:
+            versions = [t for t in sort_versions(tags) if tags[t] in have]
+            return tags[versions[-1]] if versions else None
+        sha = tags.get(revision, revision)
+        return sha if sha in have else None
+
     def forget(self, ref: RepoRef, sha: str) -> None:
         with self._index_update() as data:
             e = data["repos"].get(ref.key)
             if e:
                 e["snapshots"].pop(sha, None)
+
+    def write_refs(self, ref: RepoRef, sha: str, names) -> None:
+        """``refs/<name>`` = ``sha`` for each tag or branch name, as ``huggingface_hub`` writes them,
+        for a snapshot that is in the cache (a ref to a missing commit is a corrupt HF cache)."""
+        if not self.snapshot_dir(ref, sha).is_dir():
+            return
+        refs = self.repo_dir(ref) / "refs"
+        for name in names:
+            if not _REF_NAME.match(name) or ".." in name:
+                continue
+            path = refs / name
+            try:
+                if path.is_file() and path.read_text() == sha:
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                tmp.write_text(sha)
+                os.replace(tmp, path)
+            except OSError:
+                pass  # the refs help other tools; cbench's own records are in the index
+
+    def remove_refs_to(self, ref: RepoRef, sha: str) -> None:
+        """Drop every ``refs/...`` naming ``sha`` (its snapshot is going away)."""
+        refs = self.repo_dir(ref) / "refs"
+        if not refs.is_dir():
+            return
+        for path in refs.rglob("*"):
+            try:
+                if path.is_file() and path.read_text().strip() == sha:
+                    path.unlink()
+            except OSError:
+                pass
 
     # -------------------------------------------------------------- look-ups
     def is_complete(self, ref: RepoRef, sha: str) -> bool:
@@ -244,8 +329,29 @@ class Cache:
         os.replace(src_repo / "snapshots" / sha, final)
         return final
 
+    def merge_files(self, staging: Path, ref: RepoRef, sha: str) -> Path:
+        """Move the verified files of a partial snapshot (one dataset config) from ``staging`` into
+        the snapshot directory of ``sha``, beside whatever files it holds. Call under
+        :meth:`repo_lock`."""
+        src_repo = staging / repo_folder_name(ref)
+        dst_repo = self.repo_dir(ref)
+        for sub in ("blobs", "trees", "snapshots", "refs"):
+            (dst_repo / sub).mkdir(parents=True, exist_ok=True)
+        for blob in (src_repo / "blobs").iterdir() if (src_repo / "blobs").is_dir() else ():
+            os.replace(blob, dst_repo / "blobs" / blob.name)
+        tree = src_repo / "trees" / f"{sha}.json"
+        if tree.exists():
+            os.replace(tree, dst_repo / "trees" / f"{sha}.json")
+        src, final = src_repo / "snapshots" / sha, dst_repo / "snapshots" / sha
+        for link in sorted(p for p in src.rglob("*") if not p.is_dir()):
+            target = final / link.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(link, target)  # relative links to ../blobs: same depth, same target
+        return final
+
     def remove_snapshot(self, ref: RepoRef, sha: str) -> None:
         """Drop a snapshot (and the repo folder if nothing else is left in it)."""
+        self.remove_refs_to(ref, sha)
         shutil.rmtree(self.snapshot_dir(ref, sha), ignore_errors=True)
         repo = self.repo_dir(ref)
         snaps = repo / "snapshots"

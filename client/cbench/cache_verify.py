@@ -8,7 +8,7 @@ records, and any difference is a problem:
    sha256 (64 hex). The bytes must hash to the name;
 2. **the hub's tree listing** kept from the download (``trees/<sha>.json``): the same files with
    the same blob ids;
-3. **the completion record** in ``.cbench/index.json``: the size and sha256 of every file as it
+3. **the completion record** in ``<cache>.cbench/index.json``: the size and sha256 of every file as it
    was verified when it entered the cache (no file missing, none added);
 4. **``meta.json``'s manifest** (models): the sha256 of every listed file.
 
@@ -89,6 +89,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     bad_blobs: set[str] = field(default_factory=set)
     files: int = 0
+    config: str | None = None  # a dataset config fetched on its own (its files only)
 
     @property
     def ok(self) -> bool:
@@ -160,6 +161,35 @@ def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
     return rep
 
 
+def check_config(cache: Cache, ref: RepoRef, sha: str, config: str) -> Report:
+    """Check the files of a dataset config fetched on its own (``cbench.load_dataset(name,
+    config)``) against their blob names, the hub's listing and the completion record."""
+    root = cache.snapshot_dir(ref, sha)
+    rep = Report(ref, sha, root, config=config)
+    record = cache.config_record(ref, sha, config)
+    if record is None:
+        rep.problems.append(f"config {config} is not recorded as fetched")
+        return rep
+    listing = _tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json") or {}
+    rep.files = len(record)
+    for rel, (size, digest) in sorted(record.items()):
+        p = root / rel
+        try:
+            d = digest_file(p)
+        except OSError:
+            rep.problems.append(f"{rel}: missing (it was there when verified)")
+            continue
+        blob = os.path.basename(os.readlink(p)) if p.is_symlink() else None
+        if blob is not None and blob not in (d.git_blob, d.sha256):
+            rep.problems.append(f"{rel}: its bytes do not match its blob id {blob[:12]}")
+            rep.bad_blobs.add(blob)
+        elif listing.get(rel) not in (None, d.git_blob, d.sha256):
+            rep.problems.append(f"{rel}: differs from the hub's blob {listing[rel][:12]}")
+        elif (d.size, d.sha256) != (size, digest):
+            rep.problems.append(f"{rel}: differs from the file verified ({d.size} bytes, sha256 {d.sha256[:12]}...)")
+    return rep
+
+
 def _tree_listing(path: Path) -> dict[str, str] | None:
     """``rel -> blob id`` from huggingface_hub's saved tree listing, or None if absent/unreadable."""
     try:
@@ -202,6 +232,9 @@ def verify_all(cache: Cache) -> list[Report]:
         ref = RepoRef(repo_id, rtype)
         for sha in sorted(entry.get("snapshots", {})):
             out.append(check_cached(cache, ref, sha))
+        for sha, configs in sorted(entry.get("configs", {}).items()):
+            if sha not in entry.get("snapshots", {}):  # a full snapshot covers its configs
+                out += [check_config(cache, ref, sha, c) for c in sorted(configs)]
     return out
 
 
@@ -210,7 +243,14 @@ def discard(cache: Cache, rep: Report) -> None:
     again). Call under the repository's lock."""
     import shutil
 
+    if rep.config is not None:  # a config fetched on its own: drop its files and its record
+        cache.forget_config(rep.ref, rep.sha, rep.config)
+        for blob in rep.bad_blobs:
+            if re.match(r"^[0-9a-f]{40,64}$", blob):
+                (cache.repo_dir(rep.ref) / "blobs" / blob).unlink(missing_ok=True)
+        return
     cache.forget(rep.ref, rep.sha)
+    cache.remove_refs_to(rep.ref, rep.sha)
     blobs = cache.repo_dir(rep.ref) / "blobs"
     for blob in rep.bad_blobs:
         if re.match(r"^[0-9a-f]{40,64}$", blob):

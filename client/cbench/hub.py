@@ -230,6 +230,14 @@ class Hub:
                 tags[parts[0]] = parts[2] if len(parts) > 2 else parts[1]
         return tags
 
+    def branches(self, repo_id: str, repo_type: str = "model") -> dict[str, str]:
+        """Branch name -> commit sha (``main``)."""
+        path = self.repo_path(repo_id, repo_type)
+        if not (path / ".git").exists():
+            return {}
+        out = git(path, "for-each-ref", "--format=%(refname:strip=2) %(objectname)", "refs/heads")
+        return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
+
     def versions(self, repo_id: str, repo_type: str = "model") -> list[str]:
         """Version tags, oldest first."""
         return sort_versions(self.refs(repo_id, repo_type))

@@ -32,14 +32,16 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
                  endpoint: str | None = None, hub: str | os.PathLike | None = None,
                  offline: bool | None = None, **kwargs):
     """``datasets.load_dataset`` on a cbench dataset (``'counterfactuals'`` or ``'org/name'``) at
-    an exact revision (a version tag or a commit sha; default the newest version)."""
+    an exact revision (a version tag or a commit sha; default the newest version).
+
+    With a ``config``, only the card and that config's files are downloaded (:func:`config_snapshot`),
+    verified and kept in the cache, so the same call answers offline afterwards."""
     from cbench.pull import pull
 
-    # (config_snapshot fetches one config's files; it is not wired in here yet: a config snapshot
-    # taken online was not found again offline once the cache checks of `cbench cache verify`
-    # landed -- tests/test_datasets_build.py's offline step -- so load_dataset takes whole,
-    # verified snapshots until that is fixed)
-    snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+    if config is None:
+        snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
+        return open_dataset(snap, config, **kwargs)
+    snap = config_snapshot(name, config, revision, endpoint=endpoint, hub=hub, offline=offline)
     return open_dataset(snap, config, **kwargs)
 
 
@@ -59,8 +61,15 @@ def open_dataset(snap, config: str | None = None, **kwargs):
     import datasets
 
     kwargs.setdefault("cache_dir", str(cache_dir))
+    args = (str(snap.path), config)
+    per = _data_files(_card_front_matter(snap.path)).get(config) if snap.extra.get("config") == config else None
+    if per and all(f.endswith(".parquet") for fs in per.values() for f in fs):
+        # a snapshot holding this config's files only: name them (the library would otherwise
+        # resolve every config of the card, and the others' files are not there)
+        args = ("parquet",)
+        kwargs["data_files"] = {split: [str(snap.path / f) for f in fs] for split, fs in per.items()}
     try:
-        return datasets.load_dataset(str(snap.path), config, **kwargs)
+        return datasets.load_dataset(*args, **kwargs)
     except ValueError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}: {msg}") from None
@@ -76,9 +85,13 @@ def _card_front_matter(path) -> dict:
     from pathlib import Path
 
     try:
-        text = (Path(path) / "README.md").read_text(encoding="utf-8")
+        return _front_matter((Path(path) / "README.md").read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return {}
+
+
+def _front_matter(text: str) -> dict:
+    """A card's YAML front matter ({} when it has none or it is not YAML)."""
     if not text.startswith("---"):
         return {}
     end = text.find("\n---", 3)
@@ -93,58 +106,124 @@ def _card_front_matter(path) -> dict:
     return front if isinstance(front, dict) else {}
 
 
-def dataset_splits(path) -> dict[str, list[str]]:
-    """``config -> [split, ...]`` from a dataset card's ``configs:`` front matter (README.md)."""
-    front = _card_front_matter(path)
-    out: dict[str, list[str]] = {}
+def _data_files(front: dict) -> dict[str, dict[str, list[str]]]:
+    """``config -> {split: [file pattern, ...]}`` from a card's ``configs:`` (a bare pattern or
+    list is the ``train`` split, as the datasets library reads it)."""
+    out: dict[str, dict[str, list[str]]] = {}
     for cfg in front.get("configs") or []:
         if not isinstance(cfg, dict) or not isinstance(cfg.get("config_name"), str):
             continue
         files = cfg.get("data_files")
-        if isinstance(files, list):
-            splits = [f.get("split") for f in files if isinstance(f, dict) and isinstance(f.get("split"), str)]
+        per: dict[str, list[str]] = {}
+        if isinstance(files, str):
+            per["train"] = [files]
         elif isinstance(files, dict):
-            splits = [k for k in files if isinstance(k, str)]
-        else:
-            splits = ["train"]
-        out[cfg["config_name"]] = splits or ["train"]
+            per = {k: [v] if isinstance(v, str) else [x for x in v or [] if isinstance(x, str)]
+                   for k, v in files.items() if isinstance(k, str)}
+        elif isinstance(files, list):
+            for f in files:
+                if isinstance(f, dict):
+                    paths = f.get("path")
+                    per.setdefault(str(f.get("split", "train")), []).extend(
+                        [paths] if isinstance(paths, str) else [x for x in paths or [] if isinstance(x, str)])
+                elif isinstance(f, str):
+                    per.setdefault("train", []).append(f)
+        out[cfg["config_name"]] = per or {"train": []}
     return out
 
 
+def dataset_splits(path) -> dict[str, list[str]]:
+    """``config -> [split, ...]`` from a dataset card's ``configs:`` front matter (README.md)."""
+    return {c: list(per) for c, per in _data_files(_card_front_matter(path)).items()}
+
+
 def config_snapshot(name: str, config: str, revision: str | None = None, *, endpoint: str | None = None,
-                    hub: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None):
-    """A local snapshot of one dataset config: the card and that config's data files only.
+                    hub: str | os.PathLike | None = None, offline: bool | None = None,
+                    cache_dir: str | os.PathLike | None = None):
+    """The verified :class:`~cbench.cache.Snapshot` holding one dataset config: the whole snapshot
+    if it is cached, else the card and that config's data files only.
 
-    The card (``README.md``) is fetched first, its ``configs:`` entry for ``config`` names the
-    data files, and only those are downloaded (``snapshot_download(allow_patterns=...)``), each
-    checked against the hub's git blob id. They live in their own Hugging Face cache under
-    ``<cache>/.cbench/configs`` (never mixed with the verified full snapshots). Returns the
-    snapshot path, or None when the full snapshot is already cached or the card has no such
-    config (the caller then takes the full-snapshot path, which says what is wrong)."""
-    from pathlib import Path
-
+    Online, the card (``README.md``) is fetched first, its ``configs:`` entry names the data files,
+    and only those are downloaded (``snapshot_download(allow_patterns=...)``) into a staging cache,
+    checked against the hub's git blob ids, and moved into the cache's snapshot directory of that
+    commit (a partial snapshot, as ``huggingface_hub`` leaves one), with a completion record per
+    config and ``refs/<tag>``. Offline (or with the hub unreachable), the cached full snapshot or
+    config at the revision resolved online is checked and returned."""
     from cbench.cache import Cache
-    from cbench.errors import HashMismatchError
-    from cbench.hub import RepoRef
-    from cbench.pull import (_download_error, _hf_api, _quiet_hf, _token_for, candidates, git_blob_id, resolve,
+    from cbench.errors import CacheDamagedError, HubUnreachableError, UnknownRevisionError
+    from cbench.hub import RepoRef, sort_versions
+    from cbench.pull import (_intact_cached, candidates, check_pins, from_cache, hf_offline, resolve,
                              seed_default_hub, select_remote)
 
+    cache = Cache(cache_dir)
+
+    def offline_answer(reason: str):
+        try:
+            return from_cache(name, revision, "dataset", cache, reason=reason)
+        except (HubUnreachableError, UnknownRevisionError) as exc:
+            for repo_id in candidates(name, "dataset"):
+                ref = RepoRef(repo_id, "dataset")
+                sha = cache.resolve_config_offline(ref, revision, config)
+                if sha is not None:
+                    snap = _config_snap(cache, ref, sha, config)
+                    if snap is None:
+                        raise CacheDamagedError(f"the cached {repo_id}@{revision or sha[:12]} config {config} is "
+                                                "damaged; run the same call with the hub reachable to fetch it "
+                                                "again (`cbench cache verify` checks the whole cache)") from None
+                    snap.extra["offline_reason"] = reason
+                    return snap
+                e = cache.entry(ref)
+                if e.get("configs"):  # this repository is cached, this revision or config is not
+                    tags = e.get("tags", {})
+                    have = [t for t in sort_versions(tags) if config in e["configs"].get(tags[t], {})]
+                    raise UnknownRevisionError(f"{reason}; {repo_id} {revision or ''} config {config} is not in "
+                                               f"the cache (cached versions of it: {', '.join(have) or 'none'})"
+                                               ) from None
+            raise exc
+
+    if offline if offline is not None else hf_offline():
+        return offline_answer("offline (HF_HUB_OFFLINE=1)")
     remote = select_remote(endpoint, hub)
     if remote.default:
         seed_default_hub(remote.hub_dir, [RepoRef(r, "dataset") for r in candidates(name, "dataset")])
-    res = resolve(name, revision, "dataset", remote)
-    cache = Cache(cache_dir)
-    cache.record_tags(res.ref, res.tags)  # so the config answers offline at the same revisions
-    if cache.snapshot(res.ref, res.sha) is not None:
-        return None
-    root = cache.meta / "configs"
-    done = root / "complete" / f"{res.ref.repo_id.replace('/', '--')}--{res.sha}--{config}"
-    from cbench.cache import repo_folder_name
+    try:
+        res = resolve(name, revision, "dataset", remote)
+    except HubUnreachableError as exc:
+        return offline_answer(str(exc))
+    cache.record_tags(res.ref, res.tags, replace=check_pins(res, cache, remote))
+    full = _intact_cached(cache, res)
+    if full is None:
+        full = _config_snap(cache, res.ref, res.sha, config, res.tag)
+    if full is None:
+        with cache.repo_lock(res.ref):
+            full = _config_snap(cache, res.ref, res.sha, config, res.tag) or _fetch_config(cache, res, remote, config)
+    cache.write_refs(res.ref, res.sha, res.ref_names())
+    return full
 
-    snap_dir = root / repo_folder_name(res.ref) / "snapshots" / res.sha
-    if done.is_file() and snap_dir.is_dir():
-        return snap_dir
+
+def _config_snap(cache, ref, sha: str, config: str, tag: str | None = None):
+    """The cached snapshot of ``sha`` if ``config`` was fetched into it and is intact."""
+    from cbench.cache import Snapshot
+    from cbench.cache_verify import check_config
+
+    rec = cache.config_record(ref, sha, config)
+    if rec is None or not check_config(cache, ref, sha, config).ok:
+        return None
+    if tag is None:
+        tag = next((t for t, s in sorted(cache.entry(ref).get("tags", {}).items()) if s == sha), None)
+    return Snapshot(ref.repo_id, ref.repo_type, sha, cache.snapshot_dir(ref, sha), tag, len(rec),
+                    sum(v[0] for v in rec.values()), True, {"config": config})
+
+
+def _fetch_config(cache, res, remote, config: str):
+    """Download the card and ``config``'s files of ``res`` through a staging cache, verify them and
+    move them into the cache. Call under the repository's lock."""
+    from pathlib import Path
+
+    from cbench.cache import Snapshot, repo_folder_name
+    from cbench.cache_verify import record_of
     from cbench.hub_server import HubServer
+    from cbench.pull import _download_error, _quiet_hf, _token_for, verify_snapshot
 
     server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
     try:
@@ -155,54 +234,35 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
         if server is not None:
             server.wait_ready()
             ep = server.endpoint
-        kw = dict(repo_type="dataset", revision=res.sha, endpoint=ep, cache_dir=str(root), token=_token_for(ep))
-        try:
-            card = Path(hf_hub_download(res.ref.repo_id, "README.md", **kw))
-            files = _config_files(card.read_text(encoding="utf-8"), config)
-            if files is None:
-                return None
-            path = Path(snapshot_download(res.ref.repo_id, allow_patterns=["README.md", *files], **kw))
-            listing = {e.path: e.blob_id for e in _hf_api(ep).list_repo_tree(
-                res.ref.repo_id, revision=res.sha, repo_type="dataset", recursive=True) if hasattr(e, "blob_id")}
-        except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
-            raise _download_error(exc, res, ep) from None
+        with cache.staging() as staging:
+            kw = dict(repo_type="dataset", revision=res.sha, endpoint=ep, cache_dir=str(staging), token=_token_for(ep))
+            try:
+                card = Path(hf_hub_download(res.ref.repo_id, "README.md", **kw))
+                files = _config_files(card.read_text(encoding="utf-8"), config)
+                if files is None:
+                    configs = sorted(dataset_splits(card.parent))
+                    raise UsageError(f"{res.ref.repo_id}@{res.tag or res.sha[:12]} has no config {config!r}"
+                                     + (f"; configs: {', '.join(configs[:20])}{', ...' if len(configs) > 20 else ''}"
+                                        if configs else ""))
+                path = Path(snapshot_download(res.ref.repo_id, allow_patterns=["README.md", *files], **kw))
+            except CbenchError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
+                raise _download_error(exc, res, ep) from None
+            label = f"{res.ref.repo_id}@{res.tag or res.sha[:12]} config {config}"
+            n, size = verify_snapshot(path, staging / repo_folder_name(res.ref) / "trees" / f"{res.sha}.json", label)
+            record = record_of(path)
+            final = cache.merge_files(staging, res.ref, res.sha)
     finally:
         if server is not None:
             server.stop()
-    for f in path.rglob("*"):
-        rel = f.relative_to(path).as_posix()
-        if f.is_file() and listing.get(rel) and git_blob_id(f) != listing[rel]:
-            import shutil
-
-            shutil.rmtree(root / repo_folder_name(res.ref), ignore_errors=True)
-            raise HashMismatchError(f"{res.ref.repo_id}@{res.tag or res.sha[:12]}: {rel} does not match the hub's "
-                                    "blob id; refused, nothing was kept")
-    done.parent.mkdir(parents=True, exist_ok=True)
-    done.write_text(res.sha)
-    return path
+    cache.mark_config_complete(res.ref, res.sha, config, record, res.tag)
+    return Snapshot(res.ref.repo_id, "dataset", res.sha, final, res.tag, n, size, from_cache=False,
+                    extra={"config": config})
 
 
 def _config_files(card_text: str, config: str) -> list[str] | None:
     """The data-file patterns of ``config`` in a card's ``configs:`` (None if it has no such config)."""
-    import re
-
-    import yaml
-
-    m = re.match(r"^\s*---\s*\n(.*?)\n---\s*(\n|$)", card_text, flags=re.S)
-    try:
-        data = yaml.safe_load(m.group(1)) if m else None
-    except yaml.YAMLError:
-        return None
-    for c in (data or {}).get("configs") or []:
-        if isinstance(c, dict) and c.get("config_name") == config:
-            files = c.get("data_files")
-            if isinstance(files, str):
-                return [files]
-            out = []
-            for f in files or []:
-                p = f.get("path") if isinstance(f, dict) else f
-                out += p if isinstance(p, list) else [p]
-            return [str(p) for p in out] or None
-    return None
-
-
+    per = _data_files(_front_matter(card_text.lstrip())).get(config)
+    files = [f for split in (per or {}).values() for f in split]
+    return files or None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cbench.cache import Cache, Snapshot
@@ -93,10 +93,17 @@ class Remote:
     def refs(self, ref: RepoRef) -> dict[str, str] | None:
         """Tag -> sha, or None if the repository does not exist. HubUnreachableError if the hub
         cannot be asked."""
+        both = self.refs_and_branches(ref)
+        return None if both is None else both[0]
+
+    def refs_and_branches(self, ref: RepoRef) -> tuple[dict[str, str], dict[str, str]] | None:
+        """(tag -> sha, branch -> sha), or None if the repository does not exist."""
         if self.hub_dir is not None:
             if not self.hub.exists():
                 raise HubUnreachableError(f"hub directory {self.hub_dir} does not exist")
-            return self.hub.refs(ref.repo_id, ref.repo_type) if self.hub.has_repo(ref.repo_id, ref.repo_type) else None
+            if not self.hub.has_repo(ref.repo_id, ref.repo_type):
+                return None
+            return self.hub.refs(ref.repo_id, ref.repo_type), self.hub.branches(ref.repo_id, ref.repo_type)
         api = _hf_api(self.endpoint)
         try:
             refs = api.list_repo_refs(ref.repo_id, repo_type=ref.repo_type)
@@ -107,7 +114,7 @@ class Remote:
             if status is not None:
                 raise HubError(f"{self.endpoint} answered HTTP {status} for {ref.repo_id}") from None
             raise HubUnreachableError(f"cannot reach {self.endpoint} ({type(exc).__name__})") from None
-        return {t.name: t.target_commit for t in refs.tags}
+        return {t.name: t.target_commit for t in refs.tags}, {b.name: b.target_commit for b in refs.branches}
 
 
 def check_endpoint(endpoint: str, option: str = "--endpoint") -> str:
@@ -155,6 +162,8 @@ def select_remote(endpoint: str | None = None, hub: str | os.PathLike | None = N
         return Remote(endpoint=check_endpoint(os.environ["CBENCH_ENDPOINT"], "CBENCH_ENDPOINT"))
     if os.environ.get("CBENCH_HUB"):
         return Remote(hub_dir=check_hub_dir(os.environ["CBENCH_HUB"], "CBENCH_HUB"))
+    if os.environ.get("HF_ENDPOINT", "").strip():  # as every huggingface_hub client reads it
+        return Remote(endpoint=check_endpoint(os.environ["HF_ENDPOINT"], "HF_ENDPOINT"))
     return Remote(hub_dir=default_hub_dir(), default=True)
 
 
@@ -191,6 +200,11 @@ class Resolved:
     sha: str
     tag: str | None
     tags: dict[str, str]
+    branches: dict[str, str] = field(default_factory=dict)
+
+    def ref_names(self) -> list[str]:
+        """The tags and branches that name this commit (written to the cache's ``refs/``)."""
+        return sorted(n for n, s in {**self.tags, **self.branches}.items() if s == self.sha)
 
 
 def resolve(name: str, revision: str | None, repo_type: str, remote: Remote) -> Resolved:
@@ -200,11 +214,12 @@ def resolve(name: str, revision: str | None, repo_type: str, remote: Remote) -> 
     for repo_id in tried:
         ref = RepoRef(repo_id, repo_type)
         try:
-            tags = remote.refs(ref)
+            both = remote.refs_and_branches(ref)
         except UsageError:  # not a valid repository name at all
-            tags = None
-        if tags is not None:
-            return Resolved(ref, *_pick_revision(ref, revision, tags, remote), tags)
+            both = None
+        if both is not None:
+            tags, branches = both
+            return Resolved(ref, *_pick_revision(ref, revision, tags, remote), tags, branches)
     raise UnknownRepoError(_unknown_repo_message(name, tried, repo_type, remote.names(repo_type), str(remote)))
 
 
@@ -275,6 +290,7 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     cache.record_tags(res.ref, res.tags, replace=moved)
     snap = _intact_cached(cache, res)
     if snap is not None:
+        cache.write_refs(res.ref, res.sha, res.ref_names())
         return snap
     with cache.repo_lock(res.ref):
         repaired = None
@@ -283,10 +299,12 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
 
             report = check_cached(cache, res.ref, res.sha)
             if report.ok:
+                cache.write_refs(res.ref, res.sha, res.ref_names())
                 return _tagged(cache.snapshot(res.ref, res.sha), res)
             discard(cache, report)
             repaired = report.summary()
         snap = _download(res, remote, cache)
+        cache.write_refs(res.ref, res.sha, res.ref_names())  # after the completion marker
         if repaired:
             snap.extra["repaired"] = repaired
         return snap

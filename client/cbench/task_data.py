@@ -173,14 +173,13 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
     from cbench.errors import CbenchError
-    from cbench.loading import dataset_splits, open_dataset
-    from cbench.pull import pull
+    from cbench.loading import config_snapshot, dataset_splits, open_dataset
 
     revision = meta.get("dataset_revision")
     config = f"case-{case}"
     advice = "pass --sampled to use input pairs sampled from meta.json instead"
-    try:
-        snap = pull("counterfactuals", revision, repo_type="dataset", offline=offline)
+    try:  # the card and this case's files only (the whole snapshot when it is cached)
+        snap = config_snapshot("counterfactuals", config, revision, offline=offline)
     except CbenchError as exc:
         raise type(exc)(f"case {case}: the counterfactuals dataset could not be loaded ({exc}); {advice}") from None
     splits = dataset_splits(snap.path).get(config)

@@ -31,10 +31,11 @@ def verify(repair, as_json):
                 discard(c, r)
     if as_json:
         click.echo(json.dumps([{"repo": r.ref.repo_id, "type": r.ref.repo_type, "sha": r.sha, "ok": r.ok,
-                                "files": r.files, "problems": r.problems} for r in reports], indent=1))
+                                "config": r.config, "files": r.files, "problems": r.problems} for r in reports], indent=1))
     else:
         for r in reports:
-            label = f"{r.ref.repo_id}{' (dataset)' if r.ref.repo_type == 'dataset' else ''}@{r.sha[:12]}"
+            label = (f"{r.ref.repo_id}{' (dataset)' if r.ref.repo_type == 'dataset' else ''}@{r.sha[:12]}"
+                     + (f" config {r.config}" if r.config else ""))
             click.echo(f"{label}: {'OK' if r.ok else 'DAMAGED'} ({r.files} files)"
                        + ("" if r.ok else f": {r.summary()}"))
         if not reports:

@@ -17,7 +17,8 @@ import click
 from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.cli import use_cpu_threads
-from cbench.cli.options import MAX_EXAMPLES, check_out, n_examples_option, split_option
+from cbench.cli.options import MAX_EXAMPLES, n_examples_option, split_option
+from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CbenchError, UsageError
 
 
@@ -53,12 +54,6 @@ def _parse_params(items) -> dict:
     return out
 
 
-def _write_json_atomic(path: Path, doc) -> None:
-    from cbench.safe_io import write_output
-
-    write_output(path, (json.dumps(doc, indent=1, sort_keys=False) + "\n").encode("utf-8"))
-
-
 def _data_for(art, split, n_examples, seed, use_dataset):
     """The one data rule: the counterfactuals dataset (pulled when not cached), sampled pairs only
     with --sampled; the output's ``data`` block says which."""
@@ -82,10 +77,10 @@ def _data_for(art, split, n_examples, seed, use_dataset):
               help="how ablated edges are replaced, for methods that ablate (same as --param ablation=...; "
                    "optimal: vectors learned on the data, cached per model)")
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json, not the counterfactuals dataset")
-@click.option("--out", "out", default=None, callback=check_out,
-              help="write the edge-scores JSON here (default: print a summary)")
+@out_option("write the edge-scores JSON here (default: print a summary)")
+@json_option
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
-def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, quiet):
+def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet):
     """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
     from cbench.discovery import method_spec, to_edge_scores_document, validate_hyperparameters
 
@@ -116,10 +111,12 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
     result = run_discover(rt, data, method, hp, metric, progress=not quiet)
     doc = to_edge_scores_document(result, art.case, model_ref, d_model=int(art.config["d_model"]))
     check(doc, "edge-scores")
-    if out is not None:
-        _write_json_atomic(out, doc)
-        click.echo(f"{method}: {result.in_graph.sum()} of {rt.n_edges} edges in the circuit, "
-                   f"{data.n_examples} examples ({data.split}), {time.perf_counter() - t0:.2f} s -> {out}")
+    o = Output(as_json, out)
+    if o.wants_document:
+        o.emit(doc, written="")
+        o.echo(f"{method}: {result.in_graph.sum()} of {rt.n_edges} edges in the circuit, "
+               f"{data.n_examples} examples ({data.split}), {time.perf_counter() - t0:.2f} s"
+               + (f" -> {out}" if out not in (None, STDOUT) else ""))
     else:
         top = sorted(result.edge_scores().items(), key=lambda kv: -abs(kv[1]))[:10]
         click.echo(f"{method} on {art.case} ({result.metric}, {data.n_examples} examples, {data.split}): "

@@ -10,12 +10,14 @@ import json
 
 import click
 
+from cbench.cli.output import Output, out_option
+
 
 @click.command("export")
 @click.argument("scores", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["mib"]), default="mib", show_default=True,
               help="mib: MIB/EAP-IG graph JSON (Graph.from_json loads it)")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="the file to write")
+@out_option("the file to write", required=True)
 @click.option("--d-model", type=click.IntRange(min=1), default=None,
               help="the model's d_model when the scores file's cfg lacks it")
 def export(scores, fmt, out, d_model):
@@ -32,5 +34,10 @@ def export(scores, fmt, out, d_model):
         raise SchemaError(f"{scores}: {v.path}: {v.message}"
                           + (f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""))
     graph_doc = to_mib(doc, d_model=d_model)
-    write_bytes_atomic(out, json.dumps(graph_doc).encode("utf-8"))
-    click.echo(f"{len(graph_doc['edges'])} edges written to {out} ({fmt} graph JSON)")
+    o = Output(out=out)
+    if o.machine:  # --out -: the graph JSON on standard output
+        click.echo(json.dumps(graph_doc))
+    else:
+        write_bytes_atomic(out, json.dumps(graph_doc).encode("utf-8"))
+    o.echo(f"{len(graph_doc['edges'])} edges written to {out if not o.machine else 'standard output'} "
+           f"({fmt} graph JSON)")

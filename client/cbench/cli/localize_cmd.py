@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cbench.cli import use_cpu_threads
+from cbench.cli.output import Output, json_option, out_option
 
 
 @click.command("localize")
@@ -23,8 +24,9 @@ from cbench.cli import use_cpu_threads
 @click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="a local cbench/counterfactuals snapshot directory (default: the hub)")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), help="write a results document (kind localization) here")
-def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_test, dataset_dir, seed, out):
+@out_option("write a results document (kind localization) here")
+@json_option
+def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_test, dataset_dir, seed, out, as_json):
     """IIA of a featurizer for one variable at each candidate location of CASE (a model artifact
     directory or a case name); the ground truth is the aligned location (correspondence.json, or
     the Tracr op's residual dimensions)."""
@@ -33,15 +35,16 @@ def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_tes
     from cbench.localization.localize import localize as run, results_doc
 
     use_cpu_threads()
+    o = Output(as_json, out)
     art = _artifact(case)
     spec = FeaturizerSpec(featurizer, k=k, steps=steps, lr=lr, seed=seed)
     locs = [x.strip() for x in locations.split(",") if x.strip()] if locations else None
     if locations is not None and not locs:
         raise click.UsageError("--locations is empty")
-    click.echo(f"case {art.case} ({art.model_kind}), variable {var_name}, featurizer {featurizer}")
-    res = run(art, var_name, spec, locs, dataset_dir=dataset_dir, n_train=n_train, n_test=n_test, echo=click.echo)
+    o.echo(f"case {art.case} ({art.model_kind}), variable {var_name}, featurizer {featurizer}")
+    res = run(art, var_name, spec, locs, dataset_dir=dataset_dir, n_train=n_train, n_test=n_test, echo=o.echo)
     s = res.scores
     f = lambda x: "n/a" if x is None else f"{x:.4f}"  # noqa: E731
-    click.echo(f"aligned {res.variable.aligned}: IIA {f(s['iia_aligned'])}; best node location {s['best_location']}; "
+    o.echo(f"aligned {res.variable.aligned}: IIA {f(s['iia_aligned'])}; best node location {s['best_location']}; "
                f"localized: {s['localized']}; gap to best non-aligned ({s['best_non_aligned']}): {f(s['gap'])}")
-    _finish(results_doc(res, _model_ref(art)), out)
+    _finish(results_doc(res, _model_ref(art)), out, o)

@@ -26,6 +26,11 @@ def check_out(ctx, param, value):
     directory (see :func:`cbench.safe_io.output_target`)."""
     if value is None:
         return None
+    if value == "-":  # commands whose --out can be standard output use cbench.cli.output
+        from cbench.errors import UsageError
+
+        raise UsageError(f"{param.opts[0] if param.opts else param.name} -: this output cannot go to standard "
+                         "output; give a file name")
     from cbench.safe_io import output_target
 
     output_target(value, param.opts[0] if param.opts else str(param.name))

@@ -3,7 +3,8 @@
 CASE is a model artifact directory (e.g. ``build/tracr/tracr-case-3``) or a case name the hub
 client resolves (``case-3``, ``tracr-case-3``, ``cbench/case-3@v1.0.0``). Every failure is one
 ``error:`` line (the CLI's main turns CbenchError into it); results go to ``--out`` as a
-schema-valid ``cbench/results/v1`` document, written atomically.
+schema-valid ``cbench/results/v1`` document, written atomically; ``--out -`` or ``--json`` print it
+on standard output instead (the text then goes to standard error; see :mod:`cbench.cli.output`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import click
 from cbench.cli import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
 from cbench.cli.options import check_out, n_examples_option, split_option
+from cbench.cli.output import Output, json_option, out_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 
 from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
@@ -95,12 +97,10 @@ def _circuit_edges(path: str, artifact) -> list[str]:
     return list(edges)
 
 
-def _finish(doc: dict, out: str | None) -> None:
-    if out:
-        from cbench.scoring.report import write_results
-
-        write_results(out, doc)
-        click.echo(f"results written to {out}")
+def _finish(doc: dict, out: str | None, output: Output | None = None) -> None:
+    output = output or Output(out=out)
+    if output.wants_document:
+        output.emit(doc)
 
 
 def _data_options(f):
@@ -120,7 +120,8 @@ def _scoring_case(artifact, split, n_examples, sampled, seed):
 
 
 # ----------------------------------------------------------------------------- score
-def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: bool = False, data_fn=None):
+def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: bool = False, data_fn=None,
+           echo=click.echo):
     """(document, score). ``data_fn()`` gives (ScoringCase, TaskData) for deriving the ground-truth
     edges that carry no signal when the circuit does not mark them (not called otherwise)."""
     from cbench.scoring.edge_signal import marked_no_signal, no_signal_edges, signal_summary
@@ -139,7 +140,7 @@ def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: b
         origin = f"derived from the model's behaviour on {data.n_examples} pairs ({data.split})"
     marks = marks or {}
     if marks:
-        click.echo(signal_summary(marks, origin) + ("; counted as positives (--include-no-signal)"
+        echo(signal_summary(marks, origin) + ("; counted as positives (--include-no-signal)"
                                                     if include_no_signal else "; left out of the edge ROC"))
     return doc, score_against_truth(artifact.graph, doc, truth, signed=signed, no_signal=marks,
                                     include_no_signal=include_no_signal)
@@ -180,7 +181,8 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
 @click.command("score")
 @click.argument("case")
 @click.argument("scores", type=click.Path(dir_okay=False))
-@click.option("--out", callback=check_out, help="write a results document here")
+@out_option()
+@json_option
 @click.option("--plot", callback=check_out, help="draw the edge and node ROC curves to this PNG")
 @click.option("--signed/--absolute", "signed", default=None,
               help="rank edges by signed score or by |score| (default: signed for mask-logit methods "
@@ -188,7 +190,7 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
 @click.option("--include-no-signal", is_flag=True,
               help="count ground-truth edges that cannot carry signal as positives (default: left out)")
 @_data_options
-def score(case, scores, out, plot, signed, include_no_signal, n_examples, split, sampled, seed):
+def score(case, scores, out, as_json, plot, signed, include_no_signal, n_examples, split, sampled, seed):
     """Edge- and node-level ROC/AUROC of SCORES against CASE's ground-truth circuit: at q/k/v
     granularity, and promoted to heads (head score = max |score| over q/k/v) as InterpBench does.
     Ground-truth edges that cannot carry signal (marked in the circuit, else derived from the
@@ -196,21 +198,22 @@ def score(case, scores, out, plot, signed, include_no_signal, n_examples, split,
     from cbench.scoring.report import file_input, plot_roc, results_document
 
     t0 = time.perf_counter()
+    o = Output(as_json, out)
     artifact = _artifact(case)
     doc, res = _auroc(artifact, scores, signed, include_no_signal,
-                      lambda: _scoring_case(artifact, split, n_examples, sampled, seed))
+                      lambda: _scoring_case(artifact, split, n_examples, sampled, seed), echo=o.echo)
     for line in _auroc_lines(artifact, doc, res):
-        click.echo(line)
+        o.echo(line)
     if plot:
         plot_roc(plot, {"edges": (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc),
                         "nodes": (res.node_roc.fpr, res.node_roc.tpr, res.node_auroc)},
                  f"case {artifact.case}: {(doc.get('method') or {}).get('name', '?')} vs ground truth")
-        click.echo(f"ROC plot written to {plot}")
-    if out:
+        o.echo(f"ROC plot written to {plot}")
+    if o.wants_document:
         rdoc = results_document("auroc", res.to_dict(), {"scores": file_input(scores), "model": _model_ref(artifact),
                                                          "method": doc.get("method")},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
-        _finish(rdoc, out)
+        _finish(rdoc, out, o)
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -219,12 +222,13 @@ def score(case, scores, out, plot, signed, include_no_signal, n_examples, split,
 @click.option("--case", "case_arg", help="model artifact directory or case name (default: the submission's model repo)")
 @click.option("--ablation", type=ABLATION_CHOICE, default="resample", show_default=True)
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="loss for faithfulness: kl/l2 against the model (default), or ce/mae/mse against the labels")
-@click.option("--out", callback=check_out, help="write a results document here")
+@out_option()
+@json_option
 @click.option("--construction", type=click.Choice(["auto", "top-n", "greedy"]), default="auto", show_default=True,
               help="how CPR/CMD circuits are built from the scores: top-n, or greedy search from the logits "
                    "(MIB E.1); auto: what the submission's method needs (greedy for ifr, else top-n)")
 @_data_options
-def evaluate(submission, case_arg, ablation, metric, out, construction, n_examples, split, sampled, seed):
+def evaluate(submission, case_arg, ablation, metric, out, as_json, construction, n_examples, split, sampled, seed):
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
@@ -233,6 +237,7 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
     from cbench.scoring.report import file_input, fmt, results_document
 
     t0 = time.perf_counter()
+    o = Output(as_json, out)
     from cbench.mib_format import is_mib_graph, load_scores, read_graph_json
 
     doc = read_graph_json(submission)
@@ -264,9 +269,9 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
         res = None
         if artifact.circuit:
             doc, res = _auroc(artifact, submission, signed=None,
-                              data_fn=lambda: _scoring_case(artifact, split, n_examples, sampled, seed))
+                              data_fn=lambda: _scoring_case(artifact, split, n_examples, sampled, seed), echo=o.echo)
             for line in _auroc_lines(artifact, doc, res):
-                click.echo(line)
+                o.echo(line)
             results["auroc"] = res.to_dict(curves=False)
         else:
             from cbench.scoring.ground_truth import check_edge_scores
@@ -280,11 +285,11 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
             construction = spec.construction if spec is not None else "top-n"
         faith = evaluate_faithfulness(case, data, edge_score_vector(artifact.graph, doc), ablation=ablation,
                                       metric=metric, construction=construction)
-        click.echo(f"CPR: {fmt(faith.cpr)}")
-        click.echo(f"CMD: {fmt(faith.cmd)}")
-        click.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits)")
+        o.echo(f"CPR: {fmt(faith.cpr)}")
+        o.echo(f"CMD: {fmt(faith.cmd)}")
+        o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits)")
         for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
-            click.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
+            o.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
         results["faithfulness"] = dict(faith.to_dict(), construction=construction)
     else:
         import numpy as np
@@ -304,10 +309,10 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
         curve = faithfulness_of_circuits(case, data, masks, grid, ablation=ablation, metric=metric,
                                          absolute=selection == "absolute")
         if selection != "absolute":
-            click.echo(f"CPR: {fmt(curve.area)}" + ("" if selection else " (area under f; selection not stated)"))
+            o.echo(f"CPR: {fmt(curve.area)}" + ("" if selection else " (area under f; selection not stated)"))
         if selection != "signed":
-            click.echo(f"CMD: {fmt(curve.distance)}" + ("" if selection else " (area between f and 1)"))
-        click.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
+            o.echo(f"CMD: {fmt(curve.distance)}" + ("" if selection else " (area between f and 1)"))
+        o.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
         results["faithfulness"] = {"curve": curve.to_dict(), "ablation": ablation, "selection": selection,
                                    "cpr": curve.area if selection != "absolute" else None,
                                    "cmd": curve.distance if selection != "signed" else None}
@@ -315,7 +320,7 @@ def evaluate(submission, case_arg, ablation, metric, out, construction, n_exampl
                                                     "method": doc.get("method"),
                                                     "data": {"split": split, "n_examples": data.n_examples}},
                             case=artifact.case, runtime_s=time.perf_counter() - t0)
-    _finish(rdoc, out)
+    _finish(rdoc, out, o)
 
 
 # ----------------------------------------------------------------------------- test-circuit
@@ -340,10 +345,11 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
               help="how edges outside the circuit are ablated (default: zero for Tracr models, as the paper "
                    "does for its Tracr circuits; resample otherwise)")
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="per-example score: ce (categorical), mae or mse (numerical)")
-@click.option("--out", callback=check_out, help="write a results document here")
+@out_option()
+@json_option
 @_data_options
 def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
-                 ablation, metric, out, n_examples, split, sampled, seed):
+                 ablation, metric, out, as_json, n_examples, split, sampled, seed):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
     edges, a list of edge names, or 'truth') on CASE."""
     use_cpu_threads()
@@ -351,11 +357,12 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
     from cbench.scoring.report import file_input, fmt, results_document
 
     t0 = time.perf_counter()
+    o = Output(as_json, out)
     artifact = _artifact(case)
     edges = _circuit_edges(circuit, artifact)
     if ablation is None:
         ablation = "zero" if artifact.model_kind == "tracr" else "resample"
-        click.echo(f"ablation: {ablation} (default for {artifact.model_kind} models; --ablation to change)")
+        o.echo(f"ablation: {ablation} (default for {artifact.model_kind} models; --ablation to change)")
     names = TEST_NAMES if "all" in tests else tuple(dict.fromkeys(tests))
     sc_case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
     scorer = H._Scorer(sc_case, data, ablation, metric)
@@ -371,22 +378,22 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
     for name in names:
         r = H._FUNCS[name](sc_case, data, edges, _scorer=scorer, **options[name])
         results[name] = r.to_dict()
-        click.echo(f"{name}: {r.decision} (statistic {fmt(r.statistic)}, p-value {fmt(r.p_value, 4)}, "
+        o.echo(f"{name}: {r.decision} (statistic {fmt(r.statistic)}, p-value {fmt(r.p_value, 4)}, "
                    f"null {'rejected' if r.null_rejected else 'retained'} at alpha {alpha}; "
                    + ", ".join(f"{k} {v}" for k, v in r.sizes.items() if not isinstance(v, dict)) + ")")
         if name == "minimality" and r.details.get("unnecessary_edges"):
-            click.echo("  unnecessary edges: " + ", ".join(r.details["unnecessary_edges"][:10]))
-    if out:
+            o.echo("  unnecessary edges: " + ", ".join(r.details["unnecessary_edges"][:10]))
+    if o.wants_document:
         circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
         rdoc = results_document("hypothesis-test", {"tests": results},
                                 {"circuit": circuit_input, "model": _model_ref(artifact),
                                  "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
-        _finish(rdoc, out)
+        _finish(rdoc, out, o)
     failed = [name for name, r in results.items() if r["decision"] != "pass"]
     if failed:
         # a failed test is the command's answer, not an error: say which, exit 1 (2 is for usage errors)
-        click.echo(f"failed: {', '.join(failed)}")
+        o.echo(f"failed: {', '.join(failed)}")
         sys.exit(1)  # (click's Exit would be turned into a return value by main's standalone_mode=False)
 
 
@@ -399,9 +406,10 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
 @click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="kl (categorical) or l2 (numerical)")
-@click.option("--out", callback=check_out, help="write a results document here")
+@out_option()
+@json_option
 @_data_options
-def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, n_examples, split, sampled, seed):
+def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, as_json, n_examples, split, sampled, seed):
     """Distribution of KL(model || circuit) over every base x source pair of a split, its
     percentiles (raw and z-scores), the worst pairs, and the sample size for a percentile bound."""
     use_cpu_threads()
@@ -410,6 +418,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
     from cbench.scoring.task import circuit_mask
 
     t0 = time.perf_counter()
+    o = Output(as_json, out)
     if percentile + margin >= 1:
         raise UsageError(f"--percentile + --margin must be below 1 (got {percentile} + {margin})")
     artifact = _artifact(case)
@@ -418,25 +427,25 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
     res = adversarial_evaluation(sc_case, data, circuit_mask(artifact.graph, edges), k_worst=k_worst, metric=metric,
                                  percentile=percentile, confidence=confidence, margin=margin)
     raw, z = res.summary["raw"], res.summary["z"]
-    click.echo(f"{res.metric} over {raw['count']} pairs ({res.n_base} bases x {res.n_source} sources)")
-    click.echo(f"{'':>8} {'value':>12} {'z-score':>9}")
+    o.echo(f"{res.metric} over {raw['count']} pairs ({res.n_base} bases x {res.n_source} sources)")
+    o.echo(f"{'':>8} {'value':>12} {'z-score':>9}")
     for key in raw:
         zv = z.get(key)
-        click.echo(f"{key:>8} {format(raw[key], '.6g') if isinstance(raw[key], float) else raw[key]:>12} "
+        o.echo(f"{key:>8} {format(raw[key], '.6g') if isinstance(raw[key], float) else raw[key]:>12} "
                    f"{fmt(zv, 2) if key in z else '':>9}")
     for w in res.worst:
         tops = (f"model {w.get('model_top')} / circuit {w.get('circuit_top')}" if "model_top" in w
                 else f"model {w.get('model_output')} / circuit {w.get('circuit_output')}")
-        click.echo(f"#{w['rank']} {w['value']:.6g}: base {w['base']} source {w['source']}: {tops}")
+        o.echo(f"#{w['rank']} {w['value']:.6g}: base {w['base']} source {w['source']}: {tops}")
     ss = res.sample_size
-    click.echo(f"sample size: {ss['n']} i.i.d. inputs bound the {ss['percentile']:g} quantile with confidence "
+    o.echo(f"sample size: {ss['n']} i.i.d. inputs bound the {ss['percentile']:g} quantile with confidence "
                f"{ss['confidence']:g} at margin {ss['margin']:g} (order statistic #{ss['order_statistic']})")
-    if out:
+    if o.wants_document:
         circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
         rdoc = results_document("adversarial", res.to_dict(), {"circuit": circuit_input, "model": _model_ref(artifact),
                                                                "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
-        _finish(rdoc, out)
+        _finish(rdoc, out, o)
 
 
 # ----------------------------------------------------------------------------- bench
@@ -451,8 +460,9 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
               help="causal-variables: localize every variable with each featurizer (--methods names featurizers)")
 @click.option("--include-no-signal", is_flag=True,
               help="count ground-truth edges that cannot carry signal as positives (default: left out)")
+@json_option
 @executor_options
-def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, executor, ray_address,
+def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, as_json, executor, ray_address,
           workers):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
@@ -461,14 +471,17 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
     from cbench.scoring.bench import run_bench
 
     use_cpu_threads()
+    o = Output(as_json)
     if track == "causal-variables":
         from cbench.localization.track import run_from_cli
 
-        return run_from_cli(cases, methods, out_dir, n_examples, echo=click.echo)
-
-    ex = make_cli_executor(executor, ray_address, workers)
-    try:
-        run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=click.echo,
-                  executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal)
-    finally:
-        ex.close()
+        doc = run_from_cli(cases, methods, out_dir, n_examples, echo=o.echo)
+    else:
+        ex = make_cli_executor(executor, ray_address, workers)
+        try:
+            doc = run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=o.echo,
+                            executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal)
+        finally:
+            ex.close()
+    if as_json:
+        o.emit(doc)

@@ -16,7 +16,8 @@ training and held-out ones, in order.
 
 The vectors depend on the model and the data, so they are cached per model (keyed by the
 sha256 of the model's parameters) and per data and settings under
-``$CBENCH_HOME/cache/optimal-ablation/<model sha256>/<data key>.safetensors``; a later run with
+``$CBENCH_HOME/cache.cbench/optimal-ablation/<model sha256>/<data key>.safetensors`` (beside the
+Hugging Face cache, not in it); a later run with
 the same model, data and settings reads them instead of training. Once learned (or read),
 :func:`use` puts them on the runtime, and ``ablation="optimal"`` then means them everywhere
 (``rt.ablated_outputs`` gives ``[F, 1, 1, D]``).
@@ -81,9 +82,9 @@ def _data_key(tokens: torch.Tensor, metric, settings: OptimalAblationSettings) -
 
 
 def cache_path(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings) -> Path:
-    from cbench.cache import default_cache_dir
+    from cbench.cache import default_cache_dir, records_dir
 
-    return (default_cache_dir() / "optimal-ablation" / model_sha256(rt)
+    return (records_dir(default_cache_dir()) / "optimal-ablation" / model_sha256(rt)
             / f"{_data_key(tokens_tensor(rt, tokens), metric, settings)}.safetensors")
 
 
