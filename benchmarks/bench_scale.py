@@ -13,12 +13,14 @@ Sizes (``--sizes``, comma-separated; default all three):
 The two random shapes run on ``--n-examples`` (100) random (base, source) pairs of sequence
 length 16, token 0 shared at position 0 (a BOS).
 
-Each measurement runs in a fresh subprocess (``nice``-able, one torch thread, CBENCH_THREADS=1)
-that loads the same weights and pairs, runs the method ``--repeat`` times and reports the wall
-and CPU time of the call (the best of the repeats) and the process's peak resident memory
-(``ru_maxrss``; on a GPU ``torch.cuda.max_memory_allocated``), once after loading and once at
-the end. Memory is reported as the peak RSS of the whole process and as the part the method
-added over the loaded process (the same baseline for every method of a size).
+Per size, one subprocess (``nice``, one torch thread, CBENCH_THREADS=1) loads the weights and
+pairs once and measures the floor and then every cbench method in turn; a second one, in
+auto-circuit's venv, measures auto-circuit's methods on the same weights and pairs. Each call
+is timed (wall and CPU, the best of ``--repeat``) and its peak memory measured on its own
+(``scale_measure.py``: the resident high-water mark reset before the call; "added" is the
+peak minus the resident memory before it, "peak RSS" the whole process's; on a GPU also
+``torch.cuda.max_memory_allocated``). A call past ``--timeout`` seconds is interrupted and
+reported as such.
 
 * **floor**: one forward and one backward pass of the plain HookedTransformer on the same batch
   (the loss: cross-entropy against the clean model's answers on the valid positions; backward
@@ -29,9 +31,10 @@ added over the loaded process (the same baseline for every method of a size).
   ``--ac-venv``, with ``torch==2.13.0`` first so it does not pull a CUDA build; never a
   dependency of cbench): EAP (``mask_gradient_prune_scores`` at the clean point), its EAP-IG
   (5 mask-interpolation samples, the closest it has to EAP-IG), ACDC (``acdc_prune_scores``,
-  one threshold) and edge subnetwork probing (``circuit_probing_prune_scores``-free: its
-  ``subnetwork_mask_prune_scores``, 100 epochs), on the same weights and pairs
-  (``benchmarks/scale_autocircuit.py``).
+  one threshold) and edge subnetwork probing (``subnetwork_probing_prune_scores``, ~100
+  steps of 32 pairs), on the same weights and pairs (``benchmarks/scale_autocircuit.py``).
+  auto-circuit 1.0.1 needs TransformerLens 2.x and attrs, which its package does not pin:
+  the venv gets ``transformer-lens>=2,<3``, ``attrs``, ``numpy<2`` and ``pyarrow<20`` with it.
 
 Ratios are of CPU time (one thread: the wall time on an idle machine, and robust to the other
 jobs on a shared one). Runs that exceed ``--timeout`` seconds are reported as such.
@@ -45,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -53,6 +55,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
 AC_VERSION = "1.0.1"
 TORCH_VERSION = "2.13.0"
 SIZES = ("siit", "6x4", "gpt2")
@@ -140,45 +143,25 @@ def load_size(d: Path, device: str):
     return model, TaskData(pairs["base"], pairs["source"], None, pairs["valid"], task), pairs["answers"]
 
 
-# ---------------------------------------------------------------------------- one measurement (child)
-def peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def child(size_dir: Path, method: str, repeat: int, device: str) -> dict:
+# ---------------------------------------------------------------------------- the measurements (child)
+def child(size_dir: Path, methods: list[str], repeat: int, device: str, timeout: float) -> None:
+    """The floor, then every method, in this one process; one JSON line each."""
     import torch
 
+    from scale_measure import emit, measure
+
     torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
-    model, data, answers = load_size(size_dir, device)
+    model, data, _answers = load_size(size_dir, device)
+    from cbench.discovery import discover
     from cbench.runtime import CircuitRuntime
 
     rt = CircuitRuntime(model)
-    import gc
-
-    gc.collect()
-    base_mb = peak_mb()
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    times = []
-    out = {}
-    for _ in range(repeat):
-        gc.collect()
-        t, c = time.perf_counter(), time.process_time()
-        if method == "floor":
-            floor_pass(model, data)
-        else:
-            from cbench.discovery import discover
-
-            res = discover(rt, data, method, {}, progress=False)
-            out["n_edges"] = int(res.scores.size)
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        times.append((time.perf_counter() - t, time.process_time() - c))
-    wall, cpu = min(times)
-    out.update(wall_s=wall, cpu_s=cpu, base_mb=base_mb, peak_mb=peak_mb(), n_edges=rt.n_edges)
-    if device.startswith("cuda"):
-        out["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    return out
+    cuda = device.startswith("cuda")
+    floor_pass(model, data.subset(2))  # warm-up on two pairs: first-call costs are not the floor's
+    emit("floor", dict(measure(lambda: floor_pass(model, data), repeat, timeout, cuda), n_edges=rt.n_edges))
+    for m in methods:
+        emit(m, dict(measure(lambda m=m: discover(rt, data, m, {}, progress=False), repeat, timeout, cuda),
+                     n_edges=rt.n_edges))
 
 
 def floor_pass(model, data):
@@ -210,25 +193,37 @@ def ensure_ac_venv(venv: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(py), "-m", "pip", "install", "--quiet"]
     subprocess.run(pip + [f"torch=={TORCH_VERSION}"], check=True)
-    subprocess.run(pip + [f"auto-circuit=={AC_VERSION}", f"torch=={TORCH_VERSION}"], check=True)
+    # auto-circuit 1.0.1 imports attr and transformer_lens.past_key_value_caching (TransformerLens 2.x)
+    # without requiring them so: pinned here, with the numpy 1.x and pyarrow that TransformerLens 2.x
+    # and its datasets import need
+    subprocess.run(pip + [f"auto-circuit=={AC_VERSION}", f"torch=={TORCH_VERSION}", "transformer-lens>=2.0,<3",
+                          "attrs", "numpy<2", "pyarrow<20"], check=True)
     return py
 
 
 # ---------------------------------------------------------------------------- the parent
-def measure(cmd: list[str], timeout: float, nice: int) -> dict:
+def run_child(cmd: list[str], n_calls: int, timeout: float, nice: int) -> dict[str, dict]:
+    """Run a measuring child, return ``{method: result}`` from its JSON lines (what it printed
+    before a failure too; a method it never reached gets the failure's message)."""
     full = (["nice", "-n", str(nice)] if nice else []) + cmd
-    t = time.perf_counter()
+    err = None
     try:
-        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout, env=env())
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s"}
-    if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return {"error": " | ".join(tail)[-300:] or f"exit {p.returncode}"}
-    line = [x for x in p.stdout.splitlines() if x.startswith("{")][-1]
-    r = json.loads(line)
-    r["process_s"] = time.perf_counter() - t
-    return r
+        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout * n_calls * 40 + 3600, env=env())
+        out, code, stderr = p.stdout, p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        code, stderr, err = -1, "", "the measuring process ran out of time"
+    res = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            res[r.pop("method")] = r
+    if code != 0 and err is None:
+        tail = [x for x in (stderr or "").strip().splitlines() if x.strip()][-1:]
+        err = (tail[0][-200:] if tail else f"exit {code}")
+    if err:
+        res["_error"] = {"error": err}
+    return res
 
 
 def fmt_t(s):
@@ -237,21 +232,60 @@ def fmt_t(s):
 
 def markdown(rows: list[dict], header: str) -> str:
     out = [header, "",
-           "| size | method | time (s) | peak RSS (MB) | added (MB) | × floor (time) | × floor (added memory) "
-           "| auto-circuit (s) | auto-circuit added (MB) | speed-up vs auto-circuit |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| size | method | time (s) | × floor | peak RSS (MB) | added memory (MB) | auto-circuit (s) "
+           "| auto-circuit added (MB) | speed-up vs auto-circuit |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['size']} | {r['method']} | {r['error']} | | | | | | | |")
+            out.append(f"| {r['size']} | {r['method']} | {r['error']} | | | | | | |")
             continue
-        ac = r.get("ac") or {}
-        ac_t = ac.get("cpu_s")
-        ac_cell = ac.get("error") or fmt_t(ac_t) if ac else "—"
-        ac_mem = f"{ac['peak_mb'] - ac['base_mb']:.0f}" if "peak_mb" in ac else "—"
-        speed = f"{ac_t / r['cpu_s']:.1f}×" if ac_t else "—"
-        out.append(f"| {r['size']} | {r['method']} | {fmt_t(r['cpu_s'])} | {r['peak_mb']:.0f} | {r['added_mb']:.0f} "
-                   f"| {r['x_floor']:.2f} | {r['x_floor_mem']:.2f} | {ac_cell} | {ac_mem} | {speed} |")
+        ac = r.get("ac")
+        if ac is None:
+            ac_cell, ac_mem, speed = "—", "—", "—"
+        elif "error" in ac:
+            ac_cell, ac_mem, speed = ac["error"], "—", "—"
+        else:
+            ac_cell, ac_mem, speed = fmt_t(ac["cpu_s"]), f"{ac['added_mb']:.0f}", f"{ac['cpu_s'] / r['cpu_s']:.1f}×"
+        out.append(f"| {r['size']} | {r['method']} | {fmt_t(r['cpu_s'])} | {r['x_floor']:.2f} | {r['peak_mb']:.0f} "
+                   f"| {r['added_mb']:.0f} | {ac_cell} | {ac_mem} | {speed} |")
     return "\n".join(out) + "\n"
+
+
+def measure_size(size: str, d: Path, methods: list[str], args, device: str, ac_py) -> list[dict]:
+    """The rows of one size: auto-circuit's process, then cbench's (floor and every method)."""
+    repeat = args.repeat or (1 if size == "gpt2" else 3)
+    ac: dict = {}
+    ac_methods = [m for m in AC_METHODS if any(AC_OF.get(x) == m for x in methods)]
+
+    def run_ac():
+        if ac_py is not None and ac_methods:
+            ac.update(run_child([str(ac_py), str(HERE / "scale_autocircuit.py"), str(d), ",".join(ac_methods),
+                                 str(repeat), device, str(args.timeout)], len(ac_methods), args.timeout, args.nice))
+            print(f"[{size}] auto-circuit: {ac}", flush=True)
+
+    import threading
+
+    t_ac = threading.Thread(target=run_ac)
+    t_ac.start()
+    if not args.parallel:
+        t_ac.join()
+    res = run_child([sys.executable, __file__, "--device", device, "--child", str(d), ",".join(methods),
+                     str(repeat), str(args.timeout)], len(methods) + 1, args.timeout, args.nice)
+    print(f"[{size}] cbench: {res}", flush=True)
+    t_ac.join()
+    failed = res.get("_error", {"error": "not reached"})
+    floor = res.get("floor", failed)
+    if "error" in floor:
+        return [dict(size=size, method="floor", error=floor["error"])]
+    rows = []
+    for m in ["floor"] + methods:
+        r = res.get(m, failed)
+        row = dict(size=size, method="floor (1 fwd + 1 bwd)" if m == "floor" else m, **r)
+        if "error" not in r:
+            row["x_floor"] = r["cpu_s"] / floor["cpu_s"]
+            row["ac"] = ac.get(AC_OF.get(m), ac.get("_error")) if AC_OF.get(m) else None
+        rows.append(row)
+    return rows
 
 
 def main(argv=None):
@@ -260,7 +294,10 @@ def main(argv=None):
     ap.add_argument("--methods", default=None, help="comma-separated cbench methods (default: all but random)")
     ap.add_argument("--n-examples", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=None, help="runs per measurement (default 3; 1 for gpt2)")
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per measurement")
+    ap.add_argument("--gpt2-methods", default=None, help="methods on the gpt2 size (default: --methods)")
+    ap.add_argument("--parallel", action="store_true", help="measure the sizes, and auto-circuit next to cbench, at the same time (CPU "
+                    "times per process stay comparable; a loaded machine gives each process its own share)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="CPU seconds per measured call")
     ap.add_argument("--nice", type=int, default=15)
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench-scale")
@@ -268,14 +305,15 @@ def main(argv=None):
     ap.add_argument("--no-autocircuit", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
-    ap.add_argument("--child", nargs=3, metavar=("SIZE_DIR", "METHOD", "REPEAT"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=4, metavar=("SIZE_DIR", "METHODS", "REPEAT", "TIMEOUT"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.child:
-        d, method, repeat = args.child
-        print(json.dumps(child(Path(d), method, int(repeat), device)), flush=True)
+        d, methods, repeat, timeout = args.child
+        child(Path(d), methods.split(","), int(repeat), device, float(timeout))
         return
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     bad = [s for s in sizes if s not in SIZES]
@@ -288,42 +326,29 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown method {unknown[0]!r}")
     ac_py = None if args.no_autocircuit else ensure_ac_venv(args.ac_venv)
-    rows = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load0 = os.getloadavg()[0]
-    for size in sizes:
+    per_size = {size: methods for size in sizes}
+    if args.gpt2_methods and "gpt2" in per_size:
+        per_size["gpt2"] = args.gpt2_methods.split(",")
+    results: dict[str, list[dict]] = {}
+
+    def one_size(size):
         d = prepare_size(size, args.workdir, args.n_examples)
-        repeat = args.repeat or (1 if size == "gpt2" else 3)
+        results[size] = measure_size(size, d, per_size[size], args, device, ac_py)
 
-        def ours(method):
-            return measure([sys.executable, __file__, "--device", device, "--child", str(d), method, str(repeat)],
-                           args.timeout, args.nice)
+    if args.parallel:  # one thread per size, each waiting on its own measuring processes
+        import threading
 
-        floor = ours("floor")
-        print(f"[{size}] floor: {floor}", flush=True)
-        if "error" in floor:
-            raise SystemExit(f"the floor run failed on {size}: {floor['error']}")
-        ac = {}
-        if ac_py is not None:
-            for m in AC_METHODS:
-                if not any(AC_OF.get(x) == m for x in methods):
-                    continue
-                ac[m] = measure([str(ac_py), str(HERE / "scale_autocircuit.py"), str(d), m, str(repeat), device],
-                                args.timeout, args.nice)
-                print(f"[{size}] auto-circuit {m}: {ac[m]}", flush=True)
-        floor_added = max(floor["peak_mb"] - floor["base_mb"], 1.0)
-        rows.append(dict(size=size, method="floor (1 fwd + 1 bwd)", **floor, added_mb=floor_added,
-                         x_floor=1.0, x_floor_mem=1.0))
-        for m in methods:
-            r = ours(m)
-            print(f"[{size}] {m}: {r}", flush=True)
-            row = dict(size=size, method=m, **r)
-            if "error" not in r:
-                row["added_mb"] = r["peak_mb"] - r["base_mb"]
-                row["x_floor"] = r["cpu_s"] / floor["cpu_s"]
-                row["x_floor_mem"] = row["added_mb"] / floor_added
-                row["ac"] = ac.get(AC_OF.get(m))
-            rows.append(row)
+        threads = [threading.Thread(target=one_size, args=(s,)) for s in sizes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        for size in sizes:
+            one_size(size)
+    rows = [r for size in sizes for r in results[size]]
     load1 = os.getloadavg()[0]
     header = (f"bench_scale.py, {started}, device {device}, {args.n_examples} pairs, one torch thread per "
               f"process, nice {args.nice}; load average {load0:.1f} at the start, {load1:.1f} at the end "
