@@ -30,7 +30,7 @@ def load(d: Path, device):
 
     raw = json.loads((d / "config.json").read_text())
     fields = {f.name for f in dataclasses.fields(HookedTransformerConfig)}
-    kw = {k: v for k, v in raw.items() if k in fields and v is not None}
+    kw = {k: v for k, v in raw.items() if k in fields}  # None included: e.g. no normalization
     for k in ("dtype",):
         if isinstance(kw.get(k), str):
             kw[k] = getattr(torch, kw[k].removeprefix("torch."))
