@@ -171,6 +171,22 @@ def floor_pass(model, data):
     base = torch.as_tensor(data.base, device=next(model.parameters()).device)
     valid = torch.as_tensor(data.valid, device=base.device)
     model.zero_grad(set_to_none=True)
+    # the plain model: without the per-head q/k/v inputs and head results cbench's loader turns on
+    # for hook-based edge patching (they cost 4 x n_heads x d_model floats per token and layer)
+    flags = {k: getattr(model.cfg, k) for k in ("use_split_qkv_input", "use_attn_result", "use_hook_mlp_in")}
+    for k in flags:
+        setattr(model.cfg, k, False)
+    try:
+        _floor_loss(model, base, valid)
+    finally:
+        for k, v in flags.items():
+            setattr(model.cfg, k, v)
+    model.zero_grad(set_to_none=True)
+
+
+def _floor_loss(model, base, valid):
+    import torch
+
     with torch.enable_grad():
         logits = model(base)
         if logits.shape[-1] == 1:
@@ -179,7 +195,6 @@ def floor_pass(model, data):
             target = logits.detach().argmax(-1)
             loss = torch.nn.functional.cross_entropy(logits[valid], target[valid])
         loss.backward()
-    model.zero_grad(set_to_none=True)
 
 
 # ---------------------------------------------------------------------------- auto-circuit's venv
