@@ -218,6 +218,8 @@ def make_metric(name: str, task_type: str, clean_outputs: torch.Tensor | None = 
     else:
         valid = torch.as_tensor(valid, dtype=torch.bool).clone()
         valid[:, 0] = False
+    if clean_outputs is not None:  # labels and positions live where the outputs do (e.g. a GPU)
+        ref, valid = ref.to(clean_outputs.device), valid.to(clean_outputs.device)
     return Metric(name, ref, valid)
 
 

@@ -29,12 +29,12 @@ def run(ctx: Context, rows_per_pass: int, ablation: str = "resample", top_n=None
     per = max(1, rows_per_pass // max(N, 1))
     scores = torch.zeros(E, dtype=rt.dtype)
     with torch.no_grad():
-        full = float(ctx.metric(rt.run(ctx.data.base, edge_mask=torch.ones(E), ablated=ctx.ablated).output))
+        full = float(ctx.metric(rt.run(ctx.data.base, edge_mask=torch.ones(E, device=rt.device), ablated=ctx.ablated).output))
         bar = progress_bar(E, "activation-patching", ctx.progress)
         for s in range(0, E, per):
             e = min(E, s + per)
             masks = torch.ones(e - s, E, dtype=rt.dtype, device=rt.device)
-            masks[torch.arange(e - s), torch.arange(s, e)] = 0.0
+            masks[torch.arange(e - s, device=rt.device), torch.arange(s, e, device=rt.device)] = 0.0
             outs = rt.run_masks(ctx.data.base, masks, ablated=ctx.ablated, chunk_size=per)
             scores[s:e] = ctx.metric(outs).cpu() - full
             bar.update(e - s)

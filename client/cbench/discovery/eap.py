@@ -20,9 +20,11 @@ import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.metrics import metric_slice
+from cbench.runtime.memory import rows_per_pass
 
 PARAMS = {
-    "batch_size": Param(int, 512, low=1, doc="examples per forward/backward pass"),
+    "batch_size": Param(int, 512, low=1, doc="examples per forward/backward pass (at most; fewer "
+                                               "when a pass would exceed CBENCH_MEMORY_MB)"),
     "ablation": COMMON_PARAMS["ablation"],
     "top_n": COMMON_PARAMS["top_n"],
     "rel_threshold": COMMON_PARAMS["rel_threshold"],
@@ -39,7 +41,8 @@ def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, r
     rt = ctx.runtime
     N = ctx.data.n_examples
     total = torch.zeros(rt.n_edges, dtype=rt.dtype, device=rt.device)
-    chunks = list(_chunks(N, batch_size))
+    P = rt.tokens_tensor(ctx.data.base[:1]).shape[1]
+    chunks = list(_chunks(N, min(batch_size, rows_per_pass(rt, P))))  # bounded memory per pass
     bar = progress_bar(len(chunks), "eap", ctx.progress)
     for s, e in chunks:
         m = metric_slice(ctx.metric, s, e)

@@ -31,10 +31,12 @@ import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.metrics import metric_slice
+from cbench.runtime.memory import rows_per_pass
 
 PARAMS = {
     "steps": Param(int, 5, low=1, high=1000, doc="Z, the number of interpolation steps"),
-    "batch_rows": Param(int, 4096, low=1, doc="rows (examples x steps x groups) per forward/backward pass"),
+    "batch_rows": Param(int, 4096, low=1, doc="rows (examples x steps x groups) per forward/backward pass "
+                                                  "(at most; fewer when a pass would exceed CBENCH_MEMORY_MB)"),
     "ablation": COMMON_PARAMS["ablation"],
     "top_n": COMMON_PARAMS["top_n"],
     "rel_threshold": COMMON_PARAMS["rel_threshold"],
@@ -55,11 +57,14 @@ def node_groups(graph) -> list[list[int]]:
 
 
 def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs"):
-    """The integrated gradients of every destination input, in passes of at most ``batch_rows``
-    rows: ``(blocks, diff)`` where each block is ``(groups, start, stop, grads)`` with ``grads``
-    ``[K, G, stop - start, P, D]`` (d loss / d input, summed over the Z steps, the loss a mean
+    """The integrated gradients of every destination input, one block per pass of at most
+    ``batch_rows`` rows (and at most what fits ``CBENCH_MEMORY_MB``, :mod:`cbench.runtime.memory`),
+    yielded as ``(groups, start, stop, grads, diff)`` as soon as the pass is done, so a caller
+    folds each block into its sums and memory holds one block at a time: ``grads``
+    ``[K, G, stop - start, P, D]`` is d loss / d input summed over the Z steps (the loss a mean
     over the block's examples) for the ``G`` node groups interpolated in that pass, and ``diff``
-    ``[F, N, P, D]`` is clean minus ablated node outputs. Shared by EAP-IG and NAP-IG."""
+    ``[F, stop - start, P, D]`` is clean minus ablated node outputs of those examples. Shared by
+    EAP-IG and NAP-IG."""
     rt = ctx.runtime
     g = ctx.graph
     N = ctx.data.n_examples
@@ -85,7 +90,7 @@ def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = 
         block_acts = torch.empty(F, N, P, D, dtype=rt.dtype, device=rt.device)
     else:
         ablated = ctx.ablated.expand(-1, N, P, -1)
-    pending = []
+    batch_rows = min(batch_rows, rows_per_pass(rt, P))  # bounded memory per pass
     # activations: the last step is alpha = 1 (the clean point), so a clean-model metric takes its
     # reference from it (no kink at an evaluation point); inputs: alpha < 1, a separate clean pass
     same_pass = ctx.reference_is_clean and variant == "activations"
@@ -118,19 +123,18 @@ def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = 
                                                  sum_steps=(G, Z), first_block_acts=True,
                                                  shared_first=shared_first)
             block_acts[:, s:e] = acts0
+            diff = clean_acts[:, s:e] - acts0
         else:
             grads, _ = rt.input_gradients(tokens, metric_fn, node_mask=node_mask, ablated=abl, sum_steps=(G, Z),
                                           shared_first=shared_first)
-        pending.append((grp, s, e, grads.reshape(K, G, n, *grads.shape[2:])))  # summed over steps
+            diff = clean_acts[:, s:e] - abl
+        if shared_first:
+            diff[:, :, 0] = 0.0  # equal there (up to the rounding of two ways of computing it)
         bar.update(1)
+        yield grp, s, e, grads.reshape(K, G, n, *grads.shape[2:]), diff  # grads summed over steps
     bar.close()
     if from_block:
         ctx.ablated = block_acts
-        ablated = block_acts
-    diff = clean_acts - ablated
-    if shared_first:
-        diff[:, :, 0] = 0.0  # equal there (up to the rounding of two ways of computing it)
-    return pending, diff
 
 
 def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", ablation: str = "resample",
@@ -140,13 +144,12 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
     g = ctx.graph
     N = ctx.data.n_examples
     F, K = g.n_forward, g.n_backward
-    pending, diff = collect_gradients(ctx, steps, batch_rows, variant)
     mat = torch.zeros(F, K, dtype=rt.dtype, device=rt.device)
-    for grp, s, e, grads in pending:
+    for grp, s, e, grads, diff in collect_gradients(ctx, steps, batch_rows, variant):
         for gi, members in enumerate(grp):
             if variant == "inputs":
                 members = slice(0, F)  # the input-interpolated gradients score every edge
-            d = diff[members, s:e]
+            d = diff[members]
             mat[members] += (d.reshape(d.shape[0], -1) @ grads[:, gi].reshape(K, -1).T) * ((e - s) / N)
     scores = -g.from_matrix(mat)
     name = f"eap-ig-{variant}"

@@ -28,6 +28,7 @@ import torch
 
 from cbench.circuits import greedy_circuit
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, circuit_from_scores, finish
+from cbench.runtime.memory import rows_per_pass
 
 PARAMS = {
     "batch_size": Param(int, 256, low=1, doc="examples per chunk"),
@@ -65,9 +66,10 @@ def run(ctx: Context, batch_size: int, top_n=None, rel_threshold=0.05, **_):
         valid = torch.ones_like(valid)
         n_valid = float(valid.numel())
     mat = torch.zeros(g.n_forward, g.n_backward, dtype=rt.dtype, device=rt.device)
+    per = min(batch_size, rows_per_pass(rt, ctx.clean_acts.shape[2]))  # bounded memory per chunk
     with torch.no_grad():
-        for s in range(0, N, batch_size):
-            e = min(N, s + batch_size)
+        for s in range(0, N, per):
+            e = min(N, s + per)
             mat += importance(rt, ctx.clean_acts[:, s:e], valid[s:e])
     scores = (g.from_matrix(mat) / n_valid).double().cpu().numpy()
     n = top_n if top_n is not None else int(circuit_from_scores(scores, None, rel_threshold).sum())

@@ -37,6 +37,7 @@ import torch
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.discovery.eap_ig import collect_gradients
 from cbench.metrics import metric_slice
+from cbench.runtime.memory import rows_per_pass
 
 GRANULARITIES = ("neuron", "node")
 
@@ -93,7 +94,8 @@ def run(ctx: Context, batch_size: int, granularity: str = "neuron", ablation: st
     rt = ctx.runtime
     N = ctx.data.n_examples
     neurons = torch.zeros(rt.n_forward, rt.d_model, dtype=rt.dtype, device=rt.device)
-    chunks = [(s, min(N, s + batch_size)) for s in range(0, N, batch_size)]
+    per = min(batch_size, rows_per_pass(rt, rt.tokens_tensor(ctx.data.base[:1]).shape[1]))  # bounded memory
+    chunks = [(s, min(N, s + per)) for s in range(0, N, per)]
     bar = progress_bar(len(chunks), "nap", ctx.progress)
     for s, e in chunks:
         m = metric_slice(ctx.metric, s, e)
@@ -112,12 +114,11 @@ def run_ig(ctx: Context, steps: int, batch_rows: int, granularity: str = "neuron
     t0 = time.perf_counter()
     rt = ctx.runtime
     N = ctx.data.n_examples
-    pending, diff = collect_gradients(ctx, steps, batch_rows, "activations")
     neurons = torch.zeros(rt.n_forward, rt.d_model, dtype=rt.dtype, device=rt.device)
-    for grp, s, e, grads in pending:
+    for grp, s, e, grads, diff in collect_gradients(ctx, steps, batch_rows, "activations"):
         for gi, members in enumerate(grp):
             node_grads = rt.node_gradients(grads[:, gi])[members]  # [k, n, P, D]
-            neurons[members] += (diff[members, s:e] * node_grads).sum((1, 2)) * ((e - s) / N)
+            neurons[members] += (diff[members] * node_grads).sum((1, 2)) * ((e - s) / N)
     params = {"steps": steps, "batch_rows": batch_rows, "granularity": granularity, "ablation": ablation,
               "top_n": top_n, "rel_threshold": rel_threshold}
     return _finish(ctx, "nap-ig", params, neurons, granularity, t0)

@@ -103,8 +103,10 @@ Modules, one per concern: ``circuit_runtime`` (the facade class), ``masks`` (inp
 checks and conversion), ``clean_pass`` (unpatched runs), ``ablations`` (ablated activations),
 ``residual_pass`` (the pass without edge masks), ``masked_forward`` (``run``, ``run_masks``,
 ``edge_mask_gradient``, the einsum pass), ``input_gradients``, ``layer_norm`` (its VJP),
-``incremental`` (one node at a time), ``layers`` (the model's layers as functions), ``weights``
-(b_O sums and fused q/k/v, cached or live) and ``run_result``.
+``incremental`` (one node at a time), ``layers`` (the model's layers as functions), ``memory``
+(rows per pass within ``CBENCH_MEMORY_MB``), ``weights`` (b_O sums and fused q/k/v, cached or
+live) and ``run_result``. ``CircuitRuntime(model, device=...)`` (or ``CBENCH_DEVICE``) moves the
+model to that device first.
 """
 
 from cbench.runtime.ablations import ABLATIONS

@@ -33,24 +33,50 @@ def _check_supported(cfg) -> None:
         raise GraphError("the runtime does not support post-normalization")
 
 
+def select_device(device: str | torch.device | None) -> torch.device | None:
+    """The device a runtime runs on: ``device`` when given, else ``CBENCH_DEVICE`` when set
+    (``cpu``, ``cuda``, ``cuda:1``; ``auto``: a GPU when one is present), else None (where the
+    model's parameters are). One clear GraphError for a device torch does not have."""
+    import os
+
+    name = device if device is not None else (os.environ.get("CBENCH_DEVICE", "").strip() or None)
+    if name is None:
+        return None
+    if str(name) == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise GraphError(f"unknown device {name!r} (use cpu, cuda, cuda:N or auto)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise GraphError(f"device {name!r} asked for, but torch sees no GPU here (use cpu or auto)")
+    return dev
+
+
 class CircuitRuntime:
     """Edge-masked runs of one model; see :mod:`cbench.runtime` for the conventions and the API."""
 
     def __init__(self, model_or_artifact, device: str | torch.device | None = None, live_weights: bool = False):
-        """``live_weights=True``: every pass reads the model's parameters when it runs (none
-        cached or detached), so gradients of its outputs reach ``model.parameters()`` and an
+        """``device``: move the model there first (default: ``CBENCH_DEVICE``, else where its
+        parameters are; see :func:`select_device`). ``live_weights=True``: every pass reads the
+        model's parameters when it runs (none cached or detached), so gradients of its outputs reach ``model.parameters()`` and an
         optimizer step on the model shows in the next run (training through masked runs).
         Default: the b_O sums are cached at construction and the fused q/k/v projections at
         first use, detached (for a frozen model; :meth:`refresh_weights` re-reads them)."""
         self.artifact = None if isinstance(model_or_artifact, torch.nn.Module) else model_or_artifact
         model = _model_of(model_or_artifact)
+        device = select_device(device)
+        if device is not None and next(model.parameters()).device != device:
+            torch.nn.Module.to(model, device)  # the passes read the model's own parameters
+            if hasattr(model.cfg, "device"):
+                model.cfg.device = str(device)
         self.model = model
         cfg = model.cfg
         self.cfg = cfg
         _check_supported(cfg)
         self.graph = Graph.from_config(cfg)
         g = self.graph
-        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.n_layers, self.n_heads = g.n_layers, g.n_heads
         self.has_mlp = g.has_mlp

@@ -128,7 +128,7 @@ def learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings 
     init_loss = best.clone()
     best_vec = vectors.detach().clone()
     since = torch.zeros_like(best)
-    active = torch.ones(best.shape, dtype=torch.bool)
+    active = torch.ones(best.shape, dtype=torch.bool, device=best.device)
     steps = 0
     perm = torch.randperm(n_train, generator=gen)
     pos = 0

@@ -1,0 +1,62 @@
+"""How many rows (examples, or examples x steps) one pass takes so its peak memory stays within
+a budget: the methods that take gradients at every destination input (EAP, EAP-IG, NAP) or
+every destination's input (IFR) split their examples into passes of at most
+:func:`rows_per_pass` rows, on top of their own ``batch_size``/``batch_rows``.
+
+The budget is ``CBENCH_MEMORY_MB`` (default 1024 MB per pass; the whole run adds the stacked
+clean and ablated node outputs of all examples, ``2 x n_forward x N x P x d_model`` floats).
+On the small benchmark models every default batch fits in one pass, so chunking changes
+nothing there; on a GPT-2-small-shaped graph (12 x 12, d_model 768, sequence length 16) a
+pass holds about 30 examples. Chunks only change the order of a sum over examples (scores
+agree to float32)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from cbench.errors import UsageError
+
+if TYPE_CHECKING:
+    from cbench.runtime.circuit_runtime import CircuitRuntime
+
+DEFAULT_MB = 1024.0
+
+
+def budget_bytes() -> float:
+    """The per-pass budget in bytes (``CBENCH_MEMORY_MB``, default 1024)."""
+    raw = os.environ.get("CBENCH_MEMORY_MB", "").strip()
+    if not raw:
+        return DEFAULT_MB * 2**20
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise UsageError(f"CBENCH_MEMORY_MB must be a number of megabytes (got {raw!r})") from None
+    if not mb > 0:
+        raise UsageError(f"CBENCH_MEMORY_MB must be positive (got {raw!r})")
+    return mb * 2**20
+
+
+def row_bytes(rt: CircuitRuntime, positions: int) -> int:
+    """An upper estimate of the bytes one row of ``positions`` tokens costs in a forward and
+    backward pass that returns the gradient at every destination input: the gradients
+    ``[n_backward, P, D]``, the node outputs and their differences ``2 x [n_forward, P, D]``,
+    and per layer what autograd keeps (residual, layer-norm input and output, fused q/k/v,
+    attention scores and pattern, z, attention output, MLP input, hidden pre- and
+    post-activation), plus the logits."""
+    cfg = rt.cfg
+    D = rt.d_model
+    H = rt.n_heads
+    dh = getattr(cfg, "d_head", D // max(H, 1))
+    d_mlp = (getattr(cfg, "d_mlp", None) or 0) if rt.has_mlp else 0
+    V = getattr(cfg, "d_vocab_out", None) or getattr(cfg, "d_vocab", 1)
+    per_layer = 5 * D + 3 * H * dh + 2 * H * positions + H * dh + 2 * d_mlp
+    floats = (rt.n_backward + 2 * rt.n_forward) * D + rt.n_layers * per_layer + 2 * V
+    itemsize = rt.dtype.itemsize if hasattr(rt.dtype, "itemsize") else 4
+    return int(floats * positions * itemsize)
+
+
+def rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+    """The most rows of ``positions`` tokens one pass may take within the budget (at least 1)."""
+    budget = budget_bytes() if budget is None else budget
+    return max(1, int(budget // max(row_bytes(rt, positions), 1)))
