@@ -443,14 +443,14 @@ class SIITTrainer:
         """What the low-level model must produce: classes (categorical; ``NO_CLASS`` where the
         high-level output ties, i.e. RASP ``None``) or values (numerical); the objective's
         targets when one is given (``tokens`` are the inputs behind ``hl_out``)."""
-        if self.objective is not None:
+        if getattr(self, "objective", None) is not None:
             return self.objective.target(hl_out, tokens)
         if self.numerical:
             return hl_out[:, 1:, 0]
         return high_level_classes(hl_out[:, 1:], none_class=self.none_class)
 
     def _loss(self, ll_out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if self.objective is not None:
+        if getattr(self, "objective", None) is not None:
             return self.objective.loss(ll_out, target)
         if self.numerical:
             return F.mse_loss(ll_out[:, 1:, 0], target)
@@ -462,7 +462,7 @@ class SIITTrainer:
 
     def _agree(self, ll_out: torch.Tensor, target: torch.Tensor) -> float:
         """Share of labelled positions where the low-level output matches ``target``."""
-        if self.objective is not None:
+        if getattr(self, "objective", None) is not None:
             return self.objective.agree(ll_out, target)
         if self.numerical:
             return float(((ll_out[:, 1:, 0] - target).abs() <= self.cfg.atol).float().mean())
