@@ -182,3 +182,22 @@ def test_short_training_run_end_to_end(tmp_path):
     assert all(torch.equal(v, s2.ll_model.state_dict()[k]) for k, v in saved.items())
     with pytest.raises(UsageError, match="no checkpoint"):
         train(cfg0, 24, tmp_path / "missing.safetensors", resume=True, arch=arch)
+
+
+def test_bench_table_prints_mibs_published_row_beside_cbenchs():
+    from cbench.scoring.bench import PUBLISHED, _markdown, _method_stats
+
+    methods = ["random", "eap", "acdc"]
+    auroc = {"ioi": {"random": 0.5, "eap": 0.9, "acdc": 0.8}}
+    table = _markdown(auroc, {}, methods, _method_stats(auroc, methods), 1.0, kinds={"ioi": "siit"})
+    rows = [line for line in table.splitlines() if line.startswith("| ioi |")]
+    assert rows[0] == "| ioi | ioi | 0.500 | 0.900 | 0.800 |"
+    assert rows[1] == "| ioi | MIB Table 2 (InterpBench, published) | 0.44 | 0.73 | – |"  # MIB ran no ACDC
+    assert PUBLISHED["ioi"][1]["eap-ig-activations"] == 0.81
+
+
+def test_ioi_pairs_are_never_sampled():
+    from cbench.task_data import load_task_data
+
+    with pytest.raises(UsageError, match="no sampled pairs"):
+        load_task_data("ioi", ioi_model.model_meta(VOCAB), use_dataset=False)
