@@ -201,3 +201,25 @@ def test_ioi_pairs_are_never_sampled():
 
     with pytest.raises(UsageError, match="no sampled pairs"):
         load_task_data("ioi", ioi_model.model_meta(VOCAB), use_dataset=False)
+
+
+@pytest.mark.slow
+def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_path):
+    """The artifact writer on a barely trained model (kept although its gates fail)."""
+    from cbench.artifacts import read_model_artifact
+    from cbench_builders.ioi_build import _training_config, train
+    from cbench_builders.ioi_release import write_ioi_artifact
+
+    cfg = _training_config(algorithm="summed", batch_size=32, epochs=1, pairs_per_epoch=32, eval_pairs=16,
+                           edge_weight=1.0, seed=0, threads=1)
+    s, result, times = train(cfg, 24, tmp_path / "c.safetensors", resume=False,
+                             arch={"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 16})
+    out = write_ioi_artifact(s, tmp_path / "out", {"runs": [], "wall_s": 1.0, "cpu_s": 1.0}, verify_pairs_n=14,
+                             keep_failed=True)
+    assert not out.released and out.meta["release_gate_failures"]
+    art = read_model_artifact(out.path)
+    assert art.case == "ioi" and art.circuit["edges"] == ioi_model.truth_edges()
+    assert {e["high_level"] for e in art.correspondence["nodes"]} == {"duplicate", "s_inhibition", "name_mover"}
+    assert art.meta["high_level"]["kind"] == "ioi" and "iia" in art.meta["gates"]
+    assert art.tokenizer().encode(ABBA).ids == ioi_vocab.encode(ABBA, VOCAB)
+    assert "Not released" in art.readme and "GPT-2" in art.readme
