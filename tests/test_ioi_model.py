@@ -223,3 +223,16 @@ def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_pa
     assert art.meta["high_level"]["kind"] == "ioi" and "iia" in art.meta["gates"]
     assert art.tokenizer().encode(ABBA).ids == ioi_vocab.encode(ABBA, VOCAB)
     assert "Not released" in art.readme and "GPT-2" in art.readme
+
+
+def test_zoo_pins_tell_a_model_from_a_dataset_of_the_same_name(tmp_path, monkeypatch):
+    from cbench.hub import RepoRef
+    from cbench.pull import zoo_pins
+
+    (tmp_path / "releases").mkdir()
+    (tmp_path / "releases" / "index.json").write_text(json.dumps({
+        "cases": [{"case": "ioi", "repo": "cbench/ioi", "versions": [{"version": "v1.0.0", "revision": "a" * 40}]}],
+        "datasets": [{"repo": "cbench/ioi", "versions": [{"version": "v1.0.0", "revision": "b" * 40}]}]}))
+    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path))
+    assert zoo_pins(RepoRef("cbench/ioi", "model")) == {"v1.0.0": "a" * 40}
+    assert zoo_pins(RepoRef("cbench/ioi", "dataset")) == {"v1.0.0": "b" * 40}
