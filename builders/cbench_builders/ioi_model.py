@@ -42,6 +42,7 @@ CORRESPONDENCE = {"a0.h0": "a1.h1", "a1.h0": "a2.h1", "a2.h0": "a4.h1"}
 LAST_TOKEN_WEIGHT = 10.0
 TRAIN_SEED = 7_2024  # the training rows' generator seed (the released dataset uses ioi.DEFAULT_SEED)
 VAL_SEED = 7_2025
+IOI_DATASET_VERSION = "v1.0.0"  # the cbench/ioi release the gates and the client's pairs read
 PAPER_ARCHITECTURE = {"n_layers": 6, "n_heads": 4, "d_model": 64, "d_head": 16, "d_mlp": 256}
 
 
@@ -94,7 +95,7 @@ def model_meta(vocab: dict) -> dict:
         "high_level": {"kind": HIGH_LEVEL_KIND, "name_tokens": list(vocab["name_tokens"]),
                        "nodes": dict(HL_NODES), "edges": list(HL_EDGES),
                        "scored_positions": "last"},
-        "dataset": {"repo": "cbench/ioi", "split_pattern": vocab["split_pattern"]},
+        "dataset": {"repo": "cbench/ioi", "revision": IOI_DATASET_VERSION, "split_pattern": vocab["split_pattern"]},
     }
 
 
