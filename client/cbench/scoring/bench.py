@@ -431,9 +431,9 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None,
 
     def model(c):
         kind = kinds.get(c)
-        if kind is None or not c.isdigit():
-            return "" if kind is None else c
-        return f"case-{c}" if kind == "siit" else f"{kind}-case-{c}"
+        if kind is not None and c in PUBLISHED:  # a named model (cbench/ioi), not case-<id>
+            return c
+        return "" if kind is None else (f"case-{c}" if kind == "siit" else f"{kind}-case-{c}")
 
     head = "| case | model | " + " | ".join(methods) + " |"
     rule = "|---|---|" + "---|" * len(methods)
