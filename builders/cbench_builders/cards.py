@@ -61,11 +61,12 @@ def size_category(n_rows: int) -> str:
 # EvalResult -> model-index), so the Hub and `huggingface_hub.ModelCard.load(...).data` read it the
 # way they read any card: `datasets:` links, eval results, `dataset_info`, a default config.
 
-MODEL_TEMPLATES = {"siit_model", "tracr_model"}
+MODEL_TEMPLATES = {"siit_model", "tracr_model", "ioi_model"}
 DATASET_TEMPLATES = {"dataset_counterfactuals", "dataset_circuits", "dataset_ioi", "dataset_tracr_programs"}
 # datasets each kind of model card links to
 MODEL_DATASETS = {"siit_model": ["cbench/counterfactuals", "cbench/circuits"],
-                  "tracr_model": ["cbench/tracr-programs", "cbench/circuits", "cbench/counterfactuals"]}
+                  "tracr_model": ["cbench/tracr-programs", "cbench/circuits", "cbench/counterfactuals"],
+                  "ioi_model": ["cbench/ioi"]}
 # the config a dataset loads when none is named (load_dataset("cbench/circuits"))
 DEFAULT_CONFIG = {"dataset_circuits": "case-3", "dataset_counterfactuals": "case-3"}
 

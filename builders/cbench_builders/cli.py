@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "siit-report": "cbench_builders.siit_report:siit_report_cmd",
     "release": "cbench_builders.release:build_release_cmd",
     "find": "cbench_builders.find_suite:build_find_cmd",
+    "ioi-model": "cbench_builders.ioi_build:build_ioi_cmd",
 }
 
 

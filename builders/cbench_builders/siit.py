@@ -361,11 +361,16 @@ class InputSet:
     train: dict[int, torch.Tensor]
     val: dict[int, torch.Tensor]
     shared: bool  # True when train and validation are the whole input space
+    # counterfactual sources paired row by row with ``train`` / ``val`` (same shapes); None: a
+    # source is any input of the same length, drawn independently of the base
+    train_sources: dict[int, torch.Tensor] | None = None
+    val_sources: dict[int, torch.Tensor] | None = None
+    origin: str = "sampled from the seed by cbench_builders.siit.make_input_set"
 
     def describe(self) -> dict:
         return {"lengths": sorted(self.train), "n_train": sum(len(t) for t in self.train.values()),
                 "n_val": sum(len(t) for t in self.val.values()), "train_is_val": self.shared,
-                "source": "sampled from the seed by cbench_builders.siit.make_input_set"}
+                "source": self.origin, "paired_sources": self.train_sources is not None}
 
 
 def make_input_set(meta: dict, train_size: int, seed: int) -> InputSet:
@@ -430,11 +435,19 @@ class TrainingResult:
 class SIITTrainer:
     """Trains ``ll_model`` so that it implements ``hl_model``'s circuit under ``correspondence``.
 
-    ``correspondence`` maps each high-level node to one low-level node (or a list of them)."""
+    ``correspondence`` maps each high-level node to one low-level node (or a list of them).
+
+    ``hl_model`` is a compiled Tracr model (a HookedTransformer), or a hand-written high-level
+    model that speaks :class:`ComponentForward`'s protocol itself (``component_forward = True``:
+    ``names``, ``index``, ``acts(tokens)``, ``forward(tokens, source, mask)``), such as
+    :class:`cbench.ioi_high_level.IOIHighLevel`. ``objective`` replaces the per-position
+    targets, loss and agreement of a Tracr case (``target(hl_out, tokens)``, ``loss(ll_out,
+    target)``, ``agree(ll_out, target)``), e.g. IOI's next-token loss with the interventions on
+    the last token (:class:`cbench_builders.ioi_model.LastTokenObjective`)."""
 
     def __init__(self, hl_model, ll_model, correspondence: dict, task_type: str, config: TrainingConfig,
                  none_class: int | None = None, truth_edges: list[str] | None = None,
-                 invariant_edges: list[str] | None = None):
+                 invariant_edges: list[str] | None = None, objective=None):
         self.hl = hl_model.eval()
         self.ll = ll_model
         self.corr = dict(correspondence)
@@ -443,12 +456,13 @@ class SIITTrainer:
         self.none_class = none_class  # the low-level class of RASP None (categorical), else None: unlabelled
         self.truth_edges = sorted(truth_edges or [])
         self.invariant_edges = sorted(invariant_edges or [])  # ground-truth edges ablated with the others
+        self.objective = objective
         self._rt = None
         if config.edge_strict and not self.truth_edges:
             raise ValueError("edge-level strictness needs the ground-truth edges (truth_edges)")
         for p in self.hl.parameters():
             p.requires_grad_(False)
-        self.hl_f = ComponentForward(hl_model)
+        self.hl_f = hl_model if getattr(hl_model, "component_forward", False) else ComponentForward(hl_model)
         self.ll_f = ComponentForward(ll_model)
         self.hl_nodes = list(self.corr)
         targets = {n: ([v] if isinstance(v, str) else list(v)) for n, v in self.corr.items()}
@@ -466,14 +480,19 @@ class SIITTrainer:
         self.na_colmask[self.na_cols] = True
 
     # -- outputs and losses
-    def _target(self, hl_out: torch.Tensor) -> torch.Tensor:
+    def _target(self, hl_out: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
         """What the low-level model must produce: classes (categorical; ``NO_CLASS`` where the
-        high-level output ties, i.e. RASP ``None``) or values (numerical)."""
+        high-level output ties, i.e. RASP ``None``) or values (numerical); the objective's
+        targets when one is given (``tokens`` are the inputs behind ``hl_out``)."""
+        if getattr(self, "objective", None) is not None:
+            return self.objective.target(hl_out, tokens)
         if self.numerical:
             return hl_out[:, 1:, 0]
         return high_level_classes(hl_out[:, 1:], none_class=self.none_class)
 
     def _loss(self, ll_out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if getattr(self, "objective", None) is not None:
+            return self.objective.loss(ll_out, target)
         if self.numerical:
             return F.mse_loss(ll_out[:, 1:, 0], target)
         flat = target.reshape(-1)
@@ -491,6 +510,8 @@ class SIITTrainer:
 
     def _agree(self, ll_out: torch.Tensor, target: torch.Tensor) -> float:
         """Share of labelled positions where the low-level output matches ``target``."""
+        if getattr(self, "objective", None) is not None:
+            return self.objective.agree(ll_out, target)
         if self.numerical:
             return float(((ll_out[:, 1:, 0] - target).abs() <= self.cfg.atol).float().mean())
         labelled = target != NO_CLASS
@@ -564,9 +585,11 @@ class SIITTrainer:
         return keep
 
     # -- training
-    def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator):
+    def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator,
+                 sources: dict[int, torch.Tensor] | None = None):
         """One epoch of (base, source, base label) batches: lengths equally weighted, pairs drawn
-        with replacement, each batch of one length, batches in random order."""
+        with replacement, each batch of one length, batches in random order. With ``sources``
+        the source of base ``i`` is ``sources[L][i]`` (a counterfactual pair)."""
         cfg = self.cfg
         lengths = sorted(inputs)
         per_len = math.ceil(cfg.pairs_per_epoch / len(lengths))
@@ -575,12 +598,14 @@ class SIITTrainer:
             x, n = inputs[L], len(inputs[L])
             bi = torch.randint(n, (per_len,), generator=gen)
             si = torch.randint(n, (per_len,), generator=gen)
+            if sources is not None:
+                si = bi
             for s in range(0, per_len, cfg.batch_size):
                 batches.append((L, bi[s:s + cfg.batch_size], si[s:s + cfg.batch_size]))
         order = torch.randperm(len(batches), generator=gen).tolist()
         for i in order:
             L, bi, si = batches[i]
-            yield inputs[L][bi], inputs[L][si], labels[L][bi]
+            yield inputs[L][bi], (inputs if sources is None else sources)[L][si], labels[L][bi]
 
     def train(self, data: InputSet, progress: bool = True, log=None) -> TrainingResult:
         cfg = self.cfg
@@ -596,8 +621,8 @@ class SIITTrainer:
         gen = torch.Generator().manual_seed(cfg.seed)
         opt = make_optimizer(self.ll.parameters(), cfg)
         with torch.no_grad():
-            labels = {L: self._target(self.hl_f(x)) for L, x in data.train.items()}
-        eval_pairs = self.eval_pairs(data.val, cfg.eval_pairs, seed=cfg.seed + 1)
+            labels = {L: self._target(self.hl_f(x), x) for L, x in data.train.items()}
+        eval_pairs = self.eval_pairs(data.val, cfg.eval_pairs, seed=cfg.seed + 1, sources=data.val_sources)
         steps_per_epoch = sum(math.ceil(math.ceil(cfg.pairs_per_epoch / len(data.train)) / cfg.batch_size)
                               for _ in data.train)
         decay_steps = max(1, steps_per_epoch * cfg.lr_decay_epochs - 1)
@@ -618,7 +643,7 @@ class SIITTrainer:
             self.ll.train()
             sums = np.zeros(4)
             nb = 0
-            for base, source, y_b in self._batches(data.train, labels, gen):
+            for base, source, y_b in self._batches(data.train, labels, gen, data.train_sources):
                 if cfg.algorithm == "summed":
                     frac = min(1.0, step / decay_steps)
                     for g in opt.param_groups:
@@ -695,7 +720,7 @@ class SIITTrainer:
         j = torch.randint(len(self.hl_nodes), (B,), generator=gen)
         hl_mask, iit_mask = self._hl_masks(j)
         with torch.no_grad():
-            y_iit = self._target(self.hl_f(base, hl_src, hl_mask))
+            y_iit = self._target(self.hl_f(base, hl_src, hl_mask), base)
         strict = cfg.siit_weight > 0 and len(self.non_aligned) > 0
         strict_mask = self._strict_mask(B, gen) if strict else None
         edge_keep = self._edge_masks(B, gen) if cfg.edge_strict else None
@@ -745,8 +770,10 @@ class SIITTrainer:
 
     # -- evaluation
     @staticmethod
-    def eval_pairs(inputs: dict[int, torch.Tensor], n: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Fixed (base, source) pairs for validation: ``n`` in total, lengths equally weighted."""
+    def eval_pairs(inputs: dict[int, torch.Tensor], n: int, seed: int,
+                   sources: dict[int, torch.Tensor] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Fixed (base, source) pairs for validation: ``n`` in total, lengths equally weighted
+        (with ``sources``: base ``i`` with ``sources[L][i]``)."""
         gen = torch.Generator().manual_seed(seed)
         per_len = math.ceil(n / len(inputs))
         out = []
@@ -754,7 +781,7 @@ class SIITTrainer:
             x = inputs[L]
             bi = torch.randint(len(x), (per_len,), generator=gen)
             si = torch.randint(len(x), (per_len,), generator=gen)
-            out.append((x[bi], x[si]))
+            out.append((x[bi], x[si]) if sources is None else (x[bi], sources[L][bi]))
         return out
 
     @torch.no_grad()
@@ -775,14 +802,15 @@ class SIITTrainer:
         agree_edge = 0.0
         for base, source in pairs:
             B = len(base)
-            y_b = self._target(self.hl_f(base))
+            y_b = self._target(self.hl_f(base), base)
             clean = self.ll_f(base)
             agree_acc += self._agree(clean, y_b) * B
             if self.cfg.edge_strict:  # every edge outside the ground truth resample-ablated at once:
                 # the outputs must match the labels and the unablated outputs (what the release gate
                 # compares: numerical outputs within atol of both can still be 2 atol apart)
                 ablated = self._edge_run(base, source, self._complement_keep(B))
-                agree_edge += min(self._agree(ablated, y_b), self._same(ablated, clean)) * B
+                same = self._same(ablated, clean) if self.objective is None else 1.0
+                agree_edge += min(self._agree(ablated, y_b), same) * B
             hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
@@ -805,8 +833,8 @@ class SIITTrainer:
                     hl_mask = torch.zeros(Gh * B, len(self.hl_f.names), dtype=torch.bool)
                     for g, r in enumerate(hl_group):
                         hl_mask[g * B:(g + 1) * B, self.hl_cols[r]] = True
-                    y_iit = self._target(self.hl_f(base.repeat(Gh, 1), hl_src.index(torch.arange(B).repeat(Gh)),
-                                                   hl_mask))
+                    tiled = base.repeat(Gh, 1)
+                    y_iit = self._target(self.hl_f(tiled, hl_src.index(torch.arange(B).repeat(Gh)), hl_mask), tiled)
                 for g, r in enumerate(group):
                     o = out[g * B:(g + 1) * B]
                     if r < n_hl:

@@ -339,11 +339,13 @@ def zoo_pins(ref: RepoRef) -> dict[str, str]:
         return {}
     pins: dict[str, str] = {}
     entries = []
-    if isinstance(doc, dict):
+    # a model and a dataset may share a name (cbench/ioi is both): pins are looked up by type
+    if isinstance(doc, dict) and ref.repo_type != "dataset":
         for case in doc.get("cases") or []:
             if isinstance(case, dict):
                 entries.append(case)
                 entries += [m for m in case.get("models") or [] if isinstance(m, dict)]
+    if isinstance(doc, dict) and ref.repo_type == "dataset":
         entries += [d for d in doc.get("datasets") or [] if isinstance(d, dict)]
     for entry in entries:
         if entry.get("repo") != ref.repo_id:

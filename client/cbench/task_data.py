@@ -170,6 +170,13 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
     only when asked for (``use_dataset=False``, the CLI's ``--sampled``), never as a fallback:
     what data a command uses must not depend on what happens to be cached. A dataset that cannot
     be had raises one clear error that names ``--sampled``."""
+    if (meta.get("high_level") or {}).get("kind") == "ioi":  # the IOI model reads cbench/ioi's rows (issue 16)
+        if not use_dataset:
+            raise UsageError("the IOI model has no sampled pairs (random words are not IOI sentences); "
+                             "leave out --sampled: its pairs come from the cbench/ioi dataset")
+        from cbench.ioi_data import load_ioi_pairs
+
+        return load_ioi_pairs(meta, split, n_examples, offline=offline)
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
     from cbench.errors import CbenchError

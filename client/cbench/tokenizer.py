@@ -78,7 +78,14 @@ def build_tokenizer(meta: Mapping[str, Any]):
             raise ArtifactError(f"the PAD token {pad!r} is not in the vocabulary")
         specials.append(pad)
     tok = Tokenizer(models.WordLevel(vocab={s: i for i, s in enumerate(vocab)}, unk_token=None))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    split = (meta.get("dataset") or {}).get("split_pattern") if isinstance(meta.get("dataset"), Mapping) else None
+    if split:  # word-level text models (IOI): words and punctuation, as the dataset's vocabulary splits them
+        from tokenizers import Regex
+
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                     pre_tokenizers.Split(Regex(split), behavior="isolated")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     bos_id = vocab.index(bos)
     tok.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B:1",
                                                        special_tokens=[(bos, bos_id)])

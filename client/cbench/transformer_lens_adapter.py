@@ -68,10 +68,13 @@ with warnings.catch_warnings():
     import transformer_lens
     from transformer_lens import HookedTransformer
     from transformer_lens.config import HookedTransformerConfig
+    from transformer_lens.hook_points import HookedRootModule, HookPoint  # hand-written high-level models
 
 __all__ = [
     "HookedTransformer",
     "HookedTransformerConfig",
+    "HookedRootModule",
+    "HookPoint",
     "TRANSFORMER_LENS_VERSION",
     "config_to_json",
     "config_from_json",

@@ -414,6 +414,12 @@ def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dat
 
     meta = artifact.meta
     model = artifact.load_model()
+    if (meta.get("high_level") or {}).get("kind") == "ioi":  # a hand-written high-level model (issue 16)
+        from cbench.ioi_data import verify_sets
+        from cbench.ioi_high_level import IOIHighLevel
+
+        return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, IOIHighLevel.from_meta(meta),
+                            verify_sets(meta, n_pairs, offline=offline))
     tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
     if meta.get("model_kind") == "tracr":
         tracr = model

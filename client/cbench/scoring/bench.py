@@ -40,6 +40,11 @@ from cbench.errors import CbenchError, UsageError
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 ORACLE = "activation-patching"  # exact patching of every edge alone: the calibration's top (in the bench by default)
 RANDOM_SEEDS = 200  # the random column is the mean edge AUROC over this many draws
+# MIB's published edge AUROC on its InterpBench IOI model (MIB Table 2, counterfactual ablation;
+# EAP (CF) for eap, EActP for activation patching), printed beside cbench's IOI row
+PUBLISHED = {"ioi": ("MIB Table 2 (InterpBench, published)",
+                     {"random": 0.44, "activation-patching": 0.28, "eap": 0.73, "eap-ig-inputs": 0.71,
+                      "eap-ig-activations": 0.81, "nap": 0.30, "nap-ig": 0.62, "ifr": 0.71, "ugs": 0.74})}
 
 
 def released_siit_cases() -> list[str]:
@@ -391,6 +396,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                      "node_auroc": node_auroc, "method_runtime_s": timings,
                                      "model_kind": {c: kinds[c] for c in sorted(kinds, key=_case_key)},
                                      "summary": stats["summary"], "mann_whitney_p": stats["p"], "a12": stats["a12"],
+                                     "published": {c: {"source": PUBLISHED[c][0], "edge_auroc": PUBLISHED[c][1]}
+                                                   for c in auroc if c in PUBLISHED},
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
                            {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
                             "sampled": sampled, "seed": seed, "include_no_signal": include_no_signal},
@@ -445,6 +452,8 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None,
 
     def model(c):
         kind = kinds.get(c)
+        if kind is not None and c in PUBLISHED:  # a named model (cbench/ioi), not case-<id>
+            return c
         return "" if kind is None else (f"case-{c}" if kind == "siit" else f"{kind}-case-{c}")
 
     head = "| case | model | " + " | ".join(methods) + " |"
@@ -456,6 +465,9 @@ def _markdown(auroc, node_auroc, methods, stats, wall, kinds=None, timings=None,
              "`case-<id>` where released, else the compiled Tracr model `tracr-case-<id>`.", "", head, rule]
     for c in auroc:
         lines.append(f"| {c} | {model(c)} | " + " | ".join(f(auroc[c].get(m)) for m in methods) + " |")
+        if c in PUBLISHED:  # a published row for the same task, beside cbench's (not in the mean)
+            label, row = PUBLISHED[c]
+            lines.append(f"| {c} | {label} | " + " | ".join(f(row.get(m), 2) for m in methods) + " |")
     s = stats["summary"]
     lines.append("| **mean** | | " + " | ".join(f(s[m].get("mean")) for m in methods) + " |")
     lines.append("| **std** | | " + " | ".join(f(s[m].get("std")) for m in methods) + " |")

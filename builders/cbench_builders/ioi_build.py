@@ -1,0 +1,124 @@
+"""``cbench build ioi-model``: train the IOI model with SIIT (resumable), verify its gates, write the artifact.
+
+Training (:mod:`cbench_builders.ioi_model`) saves the weights to ``--checkpoint`` (safetensors)
+at most every minute and logs every epoch to ``<checkpoint>.log.jsonl``; ``--resume`` starts from
+the saved weights, and ``--time-limit`` ends training after the epoch that crosses it (the best
+validation epoch's weights are kept). ``--no-train`` skips training and verifies / writes the
+checkpoint as it is. The artifact ``<out>/ioi`` is written when every release gate holds, or with
+``--keep-failed`` (marked ``released: false``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+import torch
+
+from cbench.errors import BuildError, UsageError
+
+
+def _training_config(**kw):
+    from cbench_builders.siit import TrainingConfig
+
+    try:
+        return TrainingConfig(**{k: v for k, v in kw.items() if v is not None})
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"bad IOI training hyperparameters: {e}") from None
+
+
+def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = None, progress: bool = False):
+    """Train (or, with ``cfg.epochs == 0``, only load) the IOI model; returns (setup, result or None, times)."""
+    from safetensors.torch import load_file
+
+    from cbench_builders import ioi_model
+
+    checkpoint = Path(checkpoint)
+    if resume and not checkpoint.is_file():
+        raise UsageError(f"--resume: no checkpoint at {checkpoint}")
+    s = ioi_model.setup(cfg, n_rows, arch, init_weights=checkpoint if resume else None)
+    if cfg.epochs == 0:
+        if not checkpoint.is_file():
+            raise UsageError(f"--no-train: no checkpoint at {checkpoint}")
+        s.ll_model.load_state_dict(load_file(str(checkpoint)), strict=False)
+        s.ll_model.eval()
+        return s, None, {"wall_s": 0.0, "cpu_s": 0.0}
+    log = ioi_model.checkpointer(checkpoint, s.ll_model)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = s.trainer.train(s.data, progress=progress, log=log)
+    times = {"wall_s": round(time.perf_counter() - wall, 1), "cpu_s": round(time.process_time() - cpu, 1)}
+    from safetensors.torch import save_file
+
+    state = {k: v.detach().contiguous() for k, v in result.model.state_dict().items()
+             if not k.endswith((".attn.mask", ".attn.IGNORE"))}
+    save_file(state, str(checkpoint))  # the kept (best) epoch
+    return s, result, times
+
+
+def _prior_times(checkpoint: Path) -> dict:
+    """Wall and CPU seconds spent by earlier (resumed-from) runs, from ``<checkpoint>.runs.json``."""
+    p = Path(checkpoint).with_suffix(".runs.json")
+    runs = json.loads(p.read_text()) if p.is_file() else []
+    return {"runs": runs, "wall_s": sum(r["wall_s"] for r in runs), "cpu_s": sum(r["cpu_s"] for r in runs)}
+
+
+def _record_run(checkpoint: Path, times: dict, result) -> None:
+    p = Path(checkpoint).with_suffix(".runs.json")
+    runs = json.loads(p.read_text()) if p.is_file() else []
+    runs.append({**times, "epochs": result.epochs, "reached_target": result.reached_target,
+                 "metrics": result.metrics, "hardware": result.hardware})
+    p.write_text(json.dumps(runs, indent=1) + "\n")
+
+
+@click.command("ioi-model")
+@click.option("--out", default="build/ioi-model", type=click.Path(path_type=Path), show_default=True,
+              help="where the artifact <out>/ioi is written")
+@click.option("--checkpoint", default="build/ioi-train/ioi.safetensors", type=click.Path(path_type=Path),
+              show_default=True)
+@click.option("--resume", is_flag=True, help="start from the checkpoint's weights")
+@click.option("--no-train", "no_train", is_flag=True, help="verify and write the checkpoint without training")
+@click.option("--time-limit", type=float, default=None, help="seconds of training (ends after the epoch crossing it)")
+@click.option("--epochs", type=int, default=2000, show_default=True)
+@click.option("--rows", type=int, default=3000, show_default=True, help="generator rows (8 pairs each)")
+@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--pairs-per-epoch", type=int, default=1024, show_default=True)
+@click.option("--eval-pairs", type=int, default=96, show_default=True)
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--algorithm", type=click.Choice(["summed", "algorithm-1"]), default="summed", show_default=True)
+@click.option("--edge-weight", type=float, default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--target", type=float, default=0.995, show_default=True)
+@click.option("--verify-pairs", type=int, default=200, show_default=True)
+@click.option("--keep-failed", is_flag=True, help="write the artifact even when a gate fails (marked so)")
+@click.option("--progress/--no-progress", default=False)
+def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, batch_size, pairs_per_epoch,
+                  eval_pairs, lr, algorithm, edge_weight, seed, target, verify_pairs, keep_failed, progress):
+    """Train the IOI model (SIIT, InterpBench section 4), verify it and write build/ioi-model/ioi."""
+    import os
+
+    threads = int(os.environ.get("CBENCH_THREADS", "1"))
+    cfg = _training_config(algorithm=algorithm, lr=lr, batch_size=batch_size, epochs=0 if no_train else epochs,
+                           pairs_per_epoch=pairs_per_epoch, eval_pairs=eval_pairs, seed=seed, threads=threads,
+                           edge_weight=edge_weight, time_limit_s=time_limit, target=target,
+                           train_size=rows * 8)
+    prior = _prior_times(checkpoint) if (resume or no_train) else {"runs": [], "wall_s": 0.0, "cpu_s": 0.0}
+    try:
+        s, result, times = train(cfg, rows, checkpoint, resume, progress=progress)
+    except BuildError as e:
+        raise click.ClickException(str(e)) from None
+    if result is not None:
+        _record_run(checkpoint, times, result)
+        prior = _prior_times(checkpoint)
+        click.echo(f"trained {result.epochs} epochs in {times['wall_s']:.0f} s wall / {times['cpu_s']:.0f} s CPU; "
+                   f"validation {result.metrics}; target reached: {result.reached_target}")
+    from cbench_builders.ioi_release import write_ioi_artifact
+
+    outcome = write_ioi_artifact(s, Path(out), prior, verify_pairs_n=verify_pairs, keep_failed=keep_failed)
+    click.echo(outcome.report.format())
+    if outcome.path is not None:
+        click.echo(f"wrote {outcome.path}" + ("" if outcome.released else " (gates fail: not releasable)"))
+    if not outcome.released:
+        raise SystemExit(1)
