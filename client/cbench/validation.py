@@ -895,7 +895,8 @@ def check_against_graph(doc: Mapping, graph, case: str | None = None, d_model: i
                     out += _check_names(edges, ["circuits", i, "edges"], "edge", graph.edge_names, graph)
                 if _is_number(frac) and frac not in SIZE_GRID:
                     out.append(Violation(format_path(["circuits", i, "fraction"]),
-                                         f"{frac} is not on MIB's size grid ({', '.join(f'{g:g}' for g in SIZE_GRID)})"))
+                                         f"{_short(frac)} is not on MIB's size grid "
+                                         f"({', '.join(f'{g:g}' for g in SIZE_GRID)})"))
                 elif _is_number(frac) and isinstance(edges, (list, tuple)):
                     limit = math.ceil(Fraction(repr(float(frac))) * graph.n_edges)
                     if len(edges) > limit:
