@@ -124,3 +124,37 @@ def test_oracle_on_every_tracr_model(name):
 @pytest.mark.parametrize("name", _released("tracr") + _released("siit"))
 def test_random_on_every_released_model(name):
     check_random(name)
+
+
+def _v2_siit() -> list[str]:
+    """Released SIIT models whose newest version is a zoo v2 release (edge-faithful ground truth)."""
+    out = []
+    for name in _released("siit"):
+        root = RELEASES / "models" / "cbench" / name
+        newest = max((p.name for p in root.iterdir() if p.is_dir()), key=lambda v: tuple(int(x) for x in v[1:].split(".")))
+        if int(newest[1:].split(".")[0]) >= 2:
+            out.append(name)
+    return out
+
+
+def check_oracle_v2(name: str) -> float:
+    """Issue 13's promise: on a zoo v2 model the oracle scores edge AUROC >= 0.99 against the
+    ground truth without its marked no-signal edges."""
+    art, sc, data, truth, marks = _case(name)
+    res = discover(sc.runtime, data, "activation-patching", {}, progress=False)
+    doc = to_edge_scores_document(res, art.case, {"repo": None, "revision": None, "kind": art.model_kind})
+    auroc = score_against_truth(art.graph, doc, truth, no_signal=marks).edge_auroc
+    assert auroc >= 0.99, (name, auroc, sorted(marks))
+    return auroc
+
+
+@pytest.mark.parametrize("name", ["case-3", "case-18"])
+def test_oracle_is_at_the_top_on_zoo_v2_models(name):
+    assert name in _v2_siit()
+    check_oracle_v2(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _v2_siit())
+def test_oracle_on_every_zoo_v2_model(name):
+    check_oracle_v2(name)
