@@ -281,7 +281,7 @@ def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_pat
 
 
 def _released_models() -> list[Path]:
-    """The newest version of every released SIIT model and of a sample of Tracr models."""
+    """The newest version of every released SIIT and Tracr model."""
     import json
 
     releases = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
@@ -289,8 +289,6 @@ def _released_models() -> list[Path]:
     names = sorted({m["name"] for c in index["cases"] for m in c["models"] if m["model_kind"] in ("siit", "tracr")})
     out = []
     for name in names:
-        if name.startswith("tracr-") and name not in ("tracr-case-3", "tracr-case-21", "tracr-case-33"):
-            continue
         root = releases / "models" / "cbench" / name
         out.append(max((p for p in root.iterdir() if p.is_dir()),
                        key=lambda p: tuple(int(x) for x in p.name[1:].split("."))))
@@ -301,8 +299,8 @@ def _released_models() -> list[Path]:
 @pytest.mark.parametrize("path", _released_models(), ids=lambda p: p.parent.name)
 def test_the_mib_baselines_run_on_every_released_model_with_every_ablation(path, tmp_path, monkeypatch):
     """Issue 17's done-when: nap, nap-ig, ifr and ugs, each with resample, mean and optimal
-    ablation, on every released SIIT model (and Tracr models of three shapes): finite scores and a
-    schema-valid edge-scores file."""
+    ablation, on every released SIIT and Tracr model: finite scores and a schema-valid edge-scores
+    file."""
     import functools
 
     from cbench.artifacts import read_model_artifact
