@@ -281,12 +281,12 @@ def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_pat
 
 
 def _released_models() -> list[Path]:
-    """The newest version of every released SIIT and Tracr model."""
+    """The newest version of every released SIIT, IIT and Tracr model."""
     import json
 
     releases = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
     index = json.loads((releases / "index.json").read_text())
-    names = sorted({m["name"] for c in index["cases"] for m in c["models"] if m["model_kind"] in ("siit", "tracr")})
+    names = sorted({m["name"] for c in index["cases"] for m in c["models"] if m["model_kind"] in ("siit", "iit", "tracr")})
     out = []
     for name in names:
         root = releases / "models" / "cbench" / name
@@ -299,7 +299,7 @@ def _released_models() -> list[Path]:
 @pytest.mark.parametrize("path", _released_models(), ids=lambda p: p.parent.name)
 def test_the_mib_baselines_run_on_every_released_model_with_every_ablation(path, tmp_path, monkeypatch):
     """Issue 17's done-when: nap, nap-ig, ifr and ugs, each with resample, mean and optimal
-    ablation, on every released SIIT and Tracr model: finite scores and a schema-valid edge-scores
+    ablation, on every released SIIT, IIT and Tracr model: finite scores and a schema-valid edge-scores
     file."""
     import functools
 
