@@ -78,6 +78,7 @@ def test_a_mark_cannot_hide_an_edge_the_model_uses():
     report = verify_model(model, art.meta, art.circuit, art.correspondence, tracr, pairs)
     gates = {g.name: g for g in report.gates}
     assert gates["marked_edges_with_signal"].passed and gates["marked_edges_with_signal"].value == 0
+    assert gates["marked_edges_the_program_uses"].passed  # its marks are position-only q/k the program ignores
     assert any(e.marked for e in report.edges)
     circuit = copy.deepcopy(art.circuit)
     circuit["edge_signal"] = {**circuit.get("edge_signal", {}), "m0->a1.h2<v>": {"signal": False, "why": "hidden"}}
@@ -86,6 +87,22 @@ def test_a_mark_cannot_hide_an_edge_the_model_uses():
     assert not gates["marked_edges_with_signal"].passed
     assert gates["marked_edges_with_signal"].detail == "m0->a1.h2<v>"
     assert "USED BY THE MODEL" in report.format()
+    # ... and the Tracr program uses it too: a mark may only stand for a step the program skips
+    assert not gates["marked_edges_the_program_uses"].passed
+    assert gates["marked_edges_the_program_uses"].detail.startswith("m0->a1.h2<v> (")
+
+
+def test_program_edge_changes_reads_the_tracr_model_through_the_correspondence():
+    """The share of the Tracr model's outputs that one high-level edge moves, for the low-level edge
+    it maps to: none for the position-only key the program ignores, many for the value it reads."""
+    from cbench.verify import _HighLevel, program_edge_changes
+
+    art = read_model_artifact(ZOO / "case-3" / "v2.1.0")
+    hl = _HighLevel(art.tracr.load_model(), "numerical", None)
+    marked = sorted(e for e, v in art.circuit["edge_signal"].items() if not v["signal"])
+    changes = program_edge_changes(hl, art.correspondence, marked + ["m0->a1.h2<v>"], [_fresh(art.meta, 200)["fresh"]])
+    assert all(changes[e] == 0.0 for e in marked), changes
+    assert changes["m0->a1.h2<v>"] > 0.2, changes
 
 
 def test_cli_prints_each_gate_and_exits_1_on_failure(tmp_path):

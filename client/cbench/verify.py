@@ -35,7 +35,11 @@ unablated outputs, on every valid position):
   model so clean that the floor is 1e-4. SIIT marks
   two kinds: edges measured to carry nothing, and edges the *program* ignores under resample
   ablation (a Select's query or key that reads only position, which base and source share), which
-  training resample-ablates like the edges outside the circuit;
+  training resample-ablates like the edges outside the circuit. Either way the program itself
+  must ignore a marked edge (``marked_edges_the_program_uses``: the high-level edges it stands
+  for, resample-ablated alone in the Tracr model, change under 1 % of its outputs), so a mark
+  cannot excuse a model that skips a step of the program (a head that should copy the token
+  while the model reads it off the residual stream);
 * ``oracle_edge_auroc`` -- exact activation patching of every edge, ranked against the
   ground truth without marked edges, scores edge AUROC >= 0.99 (q/k/v granularity).
 
@@ -70,6 +74,7 @@ GATES = {
     "complement_edge_effect": ("<=", MAX_COMPLEMENT_EFFECT),
     "unmarked_edges_without_signal": ("<=", 0),
     "marked_edges_with_signal": ("<=", 0),
+    "marked_edges_the_program_uses": ("<=", 0),
     "oracle_edge_auroc": (">=", MIN_ORACLE_AUROC),
 }
 
@@ -275,6 +280,47 @@ def edge_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[lis
     return gates, per_edge
 
 
+def program_edge_changes(hl: "_HighLevel", correspondence: Mapping, edges: Sequence[str],
+                         buckets: Sequence[TaskData]) -> dict[str, float]:
+    """For each low-level edge, the largest share of the Tracr model's labelled outputs that
+    resample-ablating one high-level edge it stands for (through the correspondence) changes, on
+    the pairs of ``buckets``; 0 for an edge that stands for no high-level edge."""
+    from cbench.graph import edge_name, parse_edge_name
+    from cbench.runtime import as_runtime, edge_names_to_mask
+
+    ll2hl: dict[str, set[str]] = {}
+    for entry in correspondence.get("nodes", []):
+        for x in entry["low_level"]:
+            ll2hl.setdefault(x["node"], set()).add(entry["high_level_node"])
+    rt = as_runtime(hl.model)
+    out = {}
+    for e in edges:
+        src, dst, qkv = parse_edge_name(e)
+        pre = [edge_name(s, d, qkv) for s in sorted(ll2hl.get(src, {src})) for d in sorted(ll2hl.get(dst, {dst}))]
+        pre = [p for p in pre if rt.graph.has_edge(p)]
+        worst = 0.0
+        for p in pre:
+            keep = torch.as_tensor(~edge_names_to_mask(rt.graph, [p]), dtype=rt.dtype)
+            changed, n = 0.0, 0
+            for data in buckets:
+                base = rt.tokens_tensor(data.base)
+                with torch.no_grad():
+                    clean = hl.labels(rt.clean(base))
+                    abl = hl.labels(rt.run(base, edge_mask=keep, source=rt.tokens_tensor(data.source),
+                                           ablation="resample").output)
+                v = data.valid[:, 1:]
+                if hl.task_type == "categorical":
+                    v = v & (clean != NO_CLASS)
+                    diff = abl != clean
+                else:
+                    diff = (abl - clean).abs() > ATOL
+                changed += float((diff & v).sum())
+                n += int(v.sum())
+            worst = max(worst, changed / max(n, 1))
+        out[e] = worst
+    return out
+
+
 def _why_no_signal(model, circuit: Mapping, edge: str, data: TaskData) -> str:
     """Why an edge carries no signal under resample ablation: if zero-ablating it changes outputs,
     what it carries is the same on base and source (such as position: they share their length)."""
@@ -383,6 +429,12 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
                            detail=", ".join(unmarked)))
         loud = [e.edge for e in edges if e.marked and e.changed >= MIN_EDGE_CHANGED and e.metric_delta > e.floor]
         gates.append(_gate("marked_edges_with_signal", "all", float(len(loud)), detail=", ".join(loud)))
+        silent = (marked | {e.edge for e in edges if not e.signal}) & truth  # marked, or to be marked
+        if hl is not None and correspondence is not None and silent:
+            used = program_edge_changes(hl, correspondence, sorted(silent),
+                                        [b for v in pair_sets.values() for b in ([v] if isinstance(v, TaskData) else v)])
+            loud = [f"{e} ({100 * c:.1f} %)" for e, c in used.items() if c >= MIN_EDGE_CHANGED]
+            gates.append(_gate("marked_edges_the_program_uses", "all", float(len(loud)), detail=", ".join(loud)))
     no_signal = sorted({e.edge for e in edges if not e.signal} | marked)
     for pairs, scores in oracle.items():
         gates.append(oracle_gate(scores, circuit, pairs, no_signal))
