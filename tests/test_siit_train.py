@@ -84,6 +84,16 @@ def test_edge_strictness_silences_the_edges_outside_the_ground_truth(tracr_dir):
     assert with_edges.value < without.value / 4
     assert res.history[-1]["loss_edge"] > 0 and res.history[-1]["edge_siia"] > 0.85
     assert res.history[-1]["iia"] > 0.99 and res.history[-1]["siia"] > 0.98  # node strictness still holds
+    # the stopping metric also holds the outputs with one ignored edge ablated alone: this model was
+    # not trained to ignore the position-only q/k, and one of them alone moves outputs
+    pairs = edge.eval_pairs(data.val, 400, seed=3)
+    before = edge.evaluate_pairs(pairs)
+    assert before["invariant_edge_same"] == 1.0  # none declared
+    edge.invariant_edges = sorted(e for e in edge.truth_edges if e.startswith("input->") and e[-3:] in ("<q>", "<k>"))
+    assert len(edge.invariant_edges) == 2
+    after = edge.evaluate_pairs(pairs)
+    assert after["invariant_edge_same"] < 0.999, after  # measured 0.9906
+    assert after["edge_siia"] == min(before["edge_siia"], after["invariant_edge_same"])
 
 
 def test_invariant_edges_are_the_select_inputs_that_carry_only_position(tracr_dir):

@@ -584,6 +584,19 @@ class SIITTrainer:
         keep[:, self.out_edges] = 0.0
         return keep
 
+    def _invariant_keeps(self, B: int) -> list[torch.Tensor]:
+        """One keep-mask per ground-truth edge the program ignores, ablating it alone: the release
+        gate ``marked_edges_with_signal`` fails a model that uses one of them on its own, even when
+        ablating it together with the rest is harmless."""
+        from cbench.runtime import edge_names_to_mask
+
+        out = []
+        for e in self.invariant_edges:
+            keep = torch.ones(B, self.runtime.n_edges)
+            keep[:, torch.as_tensor(edge_names_to_mask(self.runtime.graph, [e]))] = 0.0
+            out.append(keep)
+        return out
+
     # -- training
     def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator,
                  sources: dict[int, torch.Tensor] | None = None):
@@ -799,7 +812,7 @@ class SIITTrainer:
         self.ll.eval()
         n_hl, n_na = len(self.hl_nodes), len(self.non_aligned)
         agree_acc, agree_iia, agree_siia, count = 0.0, np.zeros(n_hl), np.zeros(n_na), 0
-        agree_edge = 0.0
+        agree_edge, agree_inv = 0.0, 0.0
         for base, source in pairs:
             B = len(base)
             y_b = self._target(self.hl_f(base), base)
@@ -811,6 +824,9 @@ class SIITTrainer:
                 ablated = self._edge_run(base, source, self._complement_keep(B))
                 same = self._same(ablated, clean) if self.objective is None else 1.0
                 agree_edge += min(self._agree(ablated, y_b), same) * B
+                if self.objective is None:  # ... and so must the outputs with one ignored edge ablated
+                    agree_inv += min([self._same(self._edge_run(base, source, keep), clean)
+                                      for keep in self._invariant_keeps(B)], default=1.0) * B
             hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
@@ -846,7 +862,10 @@ class SIITTrainer:
         iia_nodes = agree_iia / count
         siia_nodes = agree_siia / count
         return {"accuracy": agree_acc / count,
-                "edge_siia": agree_edge / count if self.cfg.edge_strict else 1.0,
+                # the edge stopping metric: the worse of the complement ablated at once and the
+                # ignored ground-truth edges ablated one at a time
+                "edge_siia": min(agree_edge, agree_inv) / count if self.cfg.edge_strict else 1.0,
+                "invariant_edge_same": agree_inv / count if self.cfg.edge_strict else 1.0,
                 "iia": float(iia_nodes.mean()) if n_hl else 1.0,
                 "siia": float(siia_nodes.mean()) if n_na else 1.0,
                 "min_siia_node": float(siia_nodes.min()) if n_na else 1.0,

@@ -22,6 +22,7 @@ SPEC = {
     "label_positions": "all-but-bos",
     "source": "original",
     "seed": 42,
+    "dataset": {"train_size": 5000},  # counterfactual pairs (validation and test 1,000 each): keeps the repo small
     "low_level": {
         "architecture": "interpbench",
         "correspondence": "same-index"
