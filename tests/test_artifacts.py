@@ -220,7 +220,7 @@ def test_state_dict_and_header(written, mlp_model):
 def test_meta_files_lists_every_file(written):
     meta = json.loads((written / "meta.json").read_text())
     assert set(meta["files"]) == {"config.json", "model.safetensors", "circuit.json", "correspondence.json",
-                                  "README.md", "tokenizer.json"}
+                                  "README.md", "tokenizer.json", "tokenizer_config.json"}
     for rel, digest in meta["files"].items():
         assert A.sha256_file(written / rel) == digest
     assert meta["schema"] == "cbench/model-meta/v1"

@@ -45,7 +45,7 @@ def test_model_info_without_revision_is_main_with_real_dates_and_siblings(served
     assert info.last_modified == _utc(V2_DATE) and info.created_at == _utc(V1_DATE)
     assert info.library_name is None and "cbench" in info.tags and "license:mit" in info.tags
     sib = {s.rfilename: s for s in info.siblings}
-    assert set(sib) == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json"}
+    assert set(sib) == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     meta = root / "m2" / "meta.json"
     assert sib["meta.json"].size == meta.stat().st_size and sib["meta.json"].blob_id == git_blob_id(meta)
     assert info.card_data is not None and info.card_data.license == "mit"

@@ -44,7 +44,7 @@ def test_publish_two_versions_commit_and_tag(tmp_path, artifacts):
     assert hubmod.git(repo, "rev-parse", f"{r2.commit}^") == r1.commit
     # the commit's tree is exactly the release directory
     listed = set(hubmod.git(repo, "ls-tree", "-r", "--name-only", r1.commit).split())
-    assert listed == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json"}
+    assert listed == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     assert h.read_file("cbench/case-3", "v1.0.0", "meta.json") == (artifacts / "v1" / "meta.json").read_bytes()
     # the working tree shows the newest version
     assert (repo / "meta.json").read_bytes() == (artifacts / "v2" / "meta.json").read_bytes()

@@ -91,7 +91,7 @@ def test_pull_by_tag_sha_and_newest(server, hub, home):
     by_sha = pull(f"cbench/case-3@{shas['v1.0.0']}", endpoint=server.endpoint)
     assert by_sha.path == by_tag.path and by_sha.tag == "v1.0.0" and by_sha.from_cache
     assert sorted(p.name for p in by_tag.path.iterdir()) == ["README.md", "circuit.json", "config.json",
-                                                             "meta.json", "model.safetensors", "tokenizer.json"]
+                                                             "meta.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     # the cache is an ordinary huggingface_hub cache
     assert by_tag.path == home / "cache" / "models--cbench--case-3" / "snapshots" / shas["v1.0.0"]
 

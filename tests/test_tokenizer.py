@@ -58,3 +58,16 @@ def test_ambiguous_vocabularies_are_refused():
         token_strings(["BOS", "a b"])
     with pytest.raises(ArtifactError, match="BOS token"):
         build_tokenizer({"input_tokens": ["a", "b"], "bos_token": "BOS"})
+
+
+def test_transformers_autotokenizer_loads_a_written_artifact(tmp_path):
+    """tokenizer_config.json names the fast tokenizer class, so AutoTokenizer needs no model type
+    (config.json is TransformerLens's, not a transformers model config)."""
+    transformers = pytest.importorskip("transformers")
+    art = write_tiny_artifact(tmp_path / "a")
+    assert "tokenizer_config.json" in art.meta["files"]
+    tok = transformers.AutoTokenizer.from_pretrained(str(art.path))
+    ids = tok("x a b")["input_ids"]
+    assert ids == [0, 4, 1, 2]  # BOS prepended, as tokenizer.json's own encode
+    assert tok.convert_ids_to_tokens(ids) == ["BOS", "x", "a", "b"]
+    assert tok.bos_token == "BOS"

@@ -13,7 +13,9 @@ cbench's models read token ids: id ``i`` is ``meta.json``'s ``input_tokens[i]``,
 * BOS and PAD (when the case has one) registered as special tokens.
 
 The builders write it into every model artifact (``tokenizer.json``, listed in ``meta.json``'s
-sha256 manifest). :meth:`cbench.artifacts.ModelArtifact.tokenizer` reads it, or builds it from
+sha256 manifest), with a ``tokenizer_config.json`` naming ``PreTrainedTokenizerFast`` so that
+``transformers.AutoTokenizer.from_pretrained`` loads it (artifacts written before that file existed
+load with ``PreTrainedTokenizerFast(tokenizer_file=...)``). :meth:`cbench.artifacts.ModelArtifact.tokenizer` reads it, or builds it from
 ``meta.json`` for artifacts released before it existed (v1 models), and ``load_model()``
 attaches it to the HookedTransformer (:func:`cbench.transformer_lens_adapter.attach_tokenizer`).
 """
@@ -28,6 +30,7 @@ from typing import Any, Mapping, Sequence
 from cbench.errors import ArtifactError
 
 TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # what transformers' AutoTokenizer reads first
 
 
 def token_string(token: Any) -> str:
@@ -100,10 +103,29 @@ def tokenizer_json(meta: Mapping[str, Any]) -> str:
     return build_tokenizer(meta).to_str(pretty=True) + "\n"
 
 
+def tokenizer_config(meta: Mapping[str, Any]) -> dict:
+    """``tokenizer_config.json`` for a model-meta document: names the fast tokenizer class, so that
+    ``transformers.AutoTokenizer.from_pretrained`` loads ``tokenizer.json`` without a model type,
+    with the special tokens and the context length (BOS included)."""
+    tokens = meta.get("input_tokens") or []
+    doc: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast",
+                           "bos_token": token_string(meta.get("bos_token", tokens[0] if tokens else "BOS"))}
+    if meta.get("pad_token") is not None:
+        doc["pad_token"] = token_string(meta["pad_token"])
+    if isinstance(meta.get("max_seq_len"), int):
+        doc["model_max_length"] = int(meta["max_seq_len"]) + 1
+    doc["clean_up_tokenization_spaces"] = False
+    return doc
+
+
 def write_tokenizer(directory: str | os.PathLike, meta: Mapping[str, Any]) -> Path:
-    """Write ``tokenizer.json`` into ``directory``; returns its path."""
+    """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``directory``; returns the first's path."""
+    import json
+
     path = Path(directory) / TOKENIZER_FILE
     path.write_text(tokenizer_json(meta), encoding="utf-8")
+    (Path(directory) / TOKENIZER_CONFIG_FILE).write_text(json.dumps(tokenizer_config(meta), indent=2, sort_keys=True)
+                                                         + "\n", encoding="utf-8")
     return path
 
 
