@@ -670,7 +670,8 @@ class SIITTrainer:
             history.append(metrics)
             if bar is not None:
                 bar.set_postfix(acc=f"{metrics['accuracy']:.4f}", iia=f"{metrics['iia']:.4f}",
-                                siia=f"{metrics['siia']:.4f}", l_iit=f"{sums[0] / nb:.3g}", refresh=False)
+                                siia=f"{metrics['siia']:.4f}", l_iit=f"{sums[0] / nb:.3g}",
+                                **({"edge": f"{metrics['edge_siia']:.4f}"} if cfg.edge_strict else {}), refresh=False)
                 bar.update(1)
             if log:
                 log(metrics)
