@@ -74,3 +74,15 @@ def test_unreleased_siit_models_do_not_count(tmp_path):
     assert circuits_dataset.siit_circuit_path(tmp_path / "siit", "3") is None
     (art / "meta.json").write_text(json.dumps({"released": True}))
     assert circuits_dataset.siit_circuit_path(tmp_path / "siit", "3") == art / "circuit.json"
+
+
+def test_siit_signal_carries_the_edge_marks():
+    """A SIIT ground-truth edge marked "signal": false in circuit.json is false in siit_signal, every
+    other SIIT ground-truth edge true, any other row null."""
+    siit = {**SIIT, "edges": SIIT["edges"] + ["input->a1.h2<k>"],
+            "edge_signal": {"input->a1.h2<k>": {"signal": False, "why": "position only"}}}
+    rows = {r["edge"]: r for r in circuits_dataset.circuit_rows(TRACR, siit)}
+    assert rows["input->a1.h2<k>"]["siit_signal"] is False and rows["input->a1.h2<k>"]["in_circuit_siit"] is True
+    assert all(rows[e]["siit_signal"] is True for e in SIIT["edges"])
+    assert all(r["siit_signal"] is None for e, r in rows.items() if e not in siit["edges"])
+    assert all(r["siit_signal"] is None for r in circuits_dataset.circuit_rows(TRACR))

@@ -3,11 +3,14 @@
 A config ``case-<id>`` has a single split ``train`` with one row per edge of the full graph of
 the case's model, in canonical names (DESIGN.md, "Graph naming")::
 
-    edge, src, dst, qkv, in_circuit, in_circuit_siit, granularity
+    edge, src, dst, qkv, in_circuit, in_circuit_siit, siit_signal, granularity
 
 ``in_circuit`` is the Tracr (compiled) model's ground truth, from its ``circuit.json``;
 ``in_circuit_siit`` the SIIT model's (the Tracr circuit mapped through the correspondence),
-null while no SIIT model exists for the case. The two models' graphs differ in size (the SIIT
+null while no SIIT model exists for the case. ``siit_signal`` is false on a SIIT ground-truth
+edge that ``circuit.json`` marks ``"signal": false`` (the program ignores it under resample
+ablation, such as a query that reads only position; scoring leaves it out by default), true on
+every other SIIT ground-truth edge, null elsewhere. The two models' graphs differ in size (the SIIT
 model has at least 4 heads and 2 layers), so the rows are the union of both graphs' edges: first
 every edge of the Tracr graph in its canonical order, then the SIIT graph's remaining edges in
 its order. A column is null on a row whose edge is not in that model's graph, so
@@ -33,6 +36,7 @@ SCHEMA = pa.schema([
     ("qkv", pa.string()),
     ("in_circuit", pa.bool_()),
     ("in_circuit_siit", pa.bool_()),
+    ("siit_signal", pa.bool_()),
     ("granularity", pa.string()),
 ])
 
@@ -102,6 +106,10 @@ def circuit_rows(tracr: dict, siit: dict | None = None) -> list[dict]:
     gran = tracr.get("granularity", "qkv")
     g_s = _graph_of(siit) if siit is not None else None
     s_edges = set(siit["edges"]) if siit is not None else set()
+    silent = {e for e, v in ((siit or {}).get("edge_signal") or {}).items() if not v.get("signal", True)}
+
+    def signal(name: str):
+        return (name not in silent) if name in s_edges else None
     if g_s is not None:
         bad = sorted(e for e in s_edges if not g_s.has_edge(e))
         if bad:
@@ -111,13 +119,14 @@ def circuit_rows(tracr: dict, siit: dict | None = None) -> list[dict]:
         rows.append({"edge": e.name, "src": e.src, "dst": e.dst, "qkv": e.qkv,
                      "in_circuit": e.name in t_edges,
                      "in_circuit_siit": (e.name in s_edges if g_s is not None and g_s.has_edge(e.name) else None),
-                     "granularity": gran})
+                     "siit_signal": signal(e.name), "granularity": gran})
     if g_s is not None:
         for e in g_s.edges:
             if g_t.has_edge(e.name):
                 continue
             rows.append({"edge": e.name, "src": e.src, "dst": e.dst, "qkv": e.qkv, "in_circuit": None,
-                         "in_circuit_siit": e.name in s_edges, "granularity": gran})
+                         "in_circuit_siit": e.name in s_edges, "siit_signal": signal(e.name),
+                         "granularity": gran})
     return rows
 
 
