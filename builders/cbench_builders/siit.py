@@ -576,8 +576,19 @@ class SIITTrainer:
         return keep
 
     def _edge_run(self, base: torch.Tensor, source: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """Outputs on ``base`` with the edges where ``keep`` is 0 resample-ablated from ``source``."""
-        return self.runtime.run(base, source=source, edge_mask=keep, ablation="resample").output
+        """Outputs on ``base`` with the edges where ``keep`` is 0 resample-ablated from ``source``.
+
+        With ``source_gradients`` (and gradients enabled) the source's node outputs keep their
+        gradients, as the node interventions' do: an ablated edge then also teaches its source
+        node to stop writing what the destination must not read (case 21: an MLP outside the
+        path writing the answer straight to the logits), not only the destination to bear it."""
+        rt = self.runtime
+        if self.cfg.source_gradients and torch.is_grad_enabled():
+            from cbench.runtime.residual_pass import forward_resid
+
+            ablated = forward_resid(rt, rt.tokens_tensor(source), keep_acts=True).acts
+            return rt.run(base, edge_mask=keep, ablated=ablated).output
+        return rt.run(base, source=source, edge_mask=keep, ablation="resample").output
 
     def _complement_keep(self, B: int) -> torch.Tensor:
         keep = torch.ones(B, self.runtime.n_edges)
