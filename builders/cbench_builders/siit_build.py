@@ -229,7 +229,9 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
                              + ("source activations with gradients" if cfg.source_gradients else
                                 "source activations once per batch without gradients")
                              + ("; edge strictness: per-example resample ablation of edges outside the ground "
-                                "truth through the graph runtime" if cfg.edge_strict else ""),
+                                "truth through the graph runtime"
+                                + (", source activations with gradients" if cfg.source_gradients else "")
+                                if cfg.edge_strict else ""),
             "invariant_edges": invariant,
             "epochs_trained": result.epochs, "reached_target": result.reached_target, "kept_epoch": result.best_epoch,
             "training_cpu_s": round(result.training_cpu_s, 3),
