@@ -307,3 +307,20 @@ def test_a_none_class_case_trains(tmp_path):
     assert 0.15 < float(none.float().mean()) < 0.6 and not (y == NO_CLASS).any()
     assert float((pred[none] == 3).float().mean()) > 0.75  # the model computes None (measured 0.82 after 3 short epochs)
     assert float((pred == y).float().mean()) > 0.75
+
+
+@pytest.mark.parametrize("source_gradients", [False, True])
+def test_edge_strictness_reaches_the_source_side_with_source_gradients(tracr_dir, source_gradients):
+    """With every edge outside the ground truth ablated, case 3's m1 (outside the circuit) reaches
+    the logits only through the source run. Its weights get a gradient from the edge loss exactly
+    when source_gradients is on: then training can teach a node to stop writing what must not be
+    read, not only its readers to bear it (what case 21 needed)."""
+    trainer, data = _trainer(tracr_dir, edge_weight=1.0, source_gradients=source_gradients)
+    x = data.train[max(data.train)]
+    base, source = x[:32], x[32:64]
+    y = trainer._target(trainer.hl_f(base), base)
+    trainer._loss(trainer._edge_run(base, source, trainer._complement_keep(len(base))), y).backward()
+    grad = trainer.ll.blocks[1].mlp.W_in.grad
+    norm = 0.0 if grad is None else float(grad.norm())
+    assert (norm > 1e-6) == source_gradients, norm
+    assert float(trainer.ll.unembed.W_U.grad.norm()) > 0  # the base side learns either way
