@@ -101,3 +101,19 @@ def test_bench_on_local_ray_with_two_cpus_matches_the_serial_run(tmp_path, capsy
         assert R.normalized(serial[name]) == R.normalized(ray[name]), name
     # byte for byte where no clock is written: the scores' edges and every plot
     assert (serial["roc_toy3.png"].read_bytes() == ray["roc_toy3.png"].read_bytes())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'cbench[ray]')")
+def test_build_tracr_on_local_ray_writes_the_serial_artifacts(tmp_path, capsys):
+    """The other batch builder: `cbench build tracr --executor ray` compiles each case as a Ray task
+    and writes the same artifact files as the serial build (weights and circuit byte for byte)."""
+    code, _, err = run(capsys, "build", "tracr", "--cases", "3", "--out", str(tmp_path / "serial"), "--jobs", "1",
+                       "--no-dataset")
+    assert code == 0, err
+    code, out, err = run(capsys, "build", "tracr", "--cases", "3", "--out", str(tmp_path / "ray"), "--no-dataset",
+                         "--executor", "ray", "--workers", "1")
+    assert code == 0, err
+    assert "[1/1" in err and "case 3: ok" in err and "(ray executor)" in out
+    for name in ("model.safetensors", "circuit.json", "config.json", "tokenizer.json"):
+        assert ((tmp_path / "serial" / "tracr-case-3" / name).read_bytes()
+                == (tmp_path / "ray" / "tracr-case-3" / name).read_bytes()), name

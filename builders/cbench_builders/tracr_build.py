@@ -25,6 +25,7 @@ from pathlib import Path
 import click
 
 from cbench.errors import BuildError, CbenchError, UsageError
+from cbench.cli.executor_opts import executor_options
 
 DEFAULT_OUT = "build/tracr"
 
@@ -209,6 +210,44 @@ def build_cases(case_ids: list[str], out_dir: str | os.PathLike, *, jobs: int = 
     return [results[c] for c in case_ids]
 
 
+@dataclass(frozen=True)
+class TracrTask:
+    """One case to compile, as an executor task (``cbench build tracr --executor ray``)."""
+
+    case: str
+    out_dir: str
+    write: bool = True
+
+
+def tracr_task(task: TracrTask) -> CaseResult:
+    """Compile one case in an executor worker (a fresh process: JAX and torch set up first)."""
+    _worker_init()
+    return build_case(task.case, task.out_dir, write=task.write)
+
+
+def build_cases_on(ex, case_ids: list[str], out_dir: str | os.PathLike, *, write: bool = True,
+                   echo=None) -> list[CaseResult]:
+    """:func:`build_cases` through an executor (:mod:`cbench.executor`): one task per case, the
+    costliest first, results in input order; a task that fails becomes a failed CaseResult."""
+    import time as _time
+
+    from cbench.executor import progress_line
+
+    results: dict[str, CaseResult] = {}
+    tasks = [TracrTask(c, str(Path(out_dir).resolve()), write) for c in sorted(case_ids, key=_estimated_cost,
+                                                                                reverse=True)]
+    t0 = _time.perf_counter()
+
+    def on_result(task, outcome, n, total):
+        results[task.case] = outcome.value if outcome.ok else CaseResult(task.case, False, error=f"case {task.case}: "
+                                                                                          f"{outcome.error}")
+        if echo is not None:
+            echo(progress_line(n, total, f"case {task.case}", outcome, t0))
+
+    ex.map(tracr_task, tasks, on_result)
+    return [results[c] for c in case_ids]
+
+
 def _status(r: CaseResult) -> str:
     if r.ok:
         return r.exactness
@@ -238,7 +277,8 @@ def format_table(results: list[CaseResult]) -> str:
 @click.option("--jobs", "-j", default=2, show_default=True, type=click.IntRange(1, 64),
               help="worker processes")
 @click.option("--no-dataset", is_flag=True, help="do not write the tracr-programs dataset")
-def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset):
+@executor_options
+def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset, executor, ray_address, workers):
     """Compile cases with Tracr, check exactness and circuits, write tracr-case-<id> artifacts and
     the tracr-programs dataset."""
     from cbench_builders.case_specs import MAIN_CASES, list_cases, resolve_case_ids
@@ -256,7 +296,16 @@ def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset):
         ids = list(MAIN_CASES)
         resolve_case_ids(",".join(ids))
     t0 = time.perf_counter()
-    results = build_cases(ids, out, jobs=jobs)
+    if executor == "local" and ray_address is None and workers is None:
+        results = build_cases(ids, out, jobs=jobs)  # --jobs worker processes, as before
+    else:
+        from cbench.cli.executor_opts import make_cli_executor
+
+        ex = make_cli_executor(executor, ray_address, workers)
+        try:
+            results = build_cases_on(ex, ids, out, echo=lambda line: click.echo(line, err=True))
+        finally:
+            ex.close()
     wall = time.perf_counter() - t0
     click.echo(format_table(results))
     ok = [r for r in results if r.ok]
@@ -265,7 +314,8 @@ def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset):
 
         path = write_dataset([r.row for r in ok], out)
         click.echo(f"tracr-programs: {len(ok)} rows -> {path}")
-    click.echo(f"{len(ok)} of {len(results)} cases written to {out} in {wall:.1f} s ({jobs} job{'s' if jobs > 1 else ''})")
+    how = f"{jobs} job{'s' if jobs > 1 else ''}" if executor == "local" else f"{executor} executor"
+    click.echo(f"{len(ok)} of {len(results)} cases written to {out} in {wall:.1f} s ({how})")
     failed = [r for r in results if not r.ok]
     for r in failed:
         click.echo(f"error: {r.error}", err=True)
