@@ -324,3 +324,19 @@ def test_edge_strictness_reaches_the_source_side_with_source_gradients(tracr_dir
     norm = 0.0 if grad is None else float(grad.norm())
     assert (norm > 1e-6) == source_gradients, norm
     assert float(trainer.ll.unembed.W_U.grad.norm()) > 0  # the base side learns either way
+
+
+def test_cli_cpu_limit_sets_the_budget(tracr_dir, tmp_path):
+    """`cbench build siit --cpu-limit S` overrides the spec's cpu_limit_s: training stops after the
+    first epoch that crosses it, the model is kept as failed and its meta.json records the budget."""
+    import json
+
+    from click.testing import CliRunner
+    from cbench.cli import cli as main
+
+    res = CliRunner().invoke(main, ["build", "siit", "--cases", "3", "--tracr-dir", str(tracr_dir), "--out",
+                                    str(tmp_path / "out"), "--cpu-limit", "0.001", "--keep-failed", "--no-progress",
+                                    "--eval-pairs", "100"])
+    assert res.exit_code != 0 and "1 epochs" in res.output and "NOT released" in res.output, res.output
+    training = json.loads((tmp_path / "out" / "case-3" / "meta.json").read_text())["training"]
+    assert training["cpu_limit_s"] == 0.001 and training["epochs_trained"] == 1

@@ -382,6 +382,8 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--eval-pairs", type=click.IntRange(min=10), default=None, help="validation pairs per epoch")
 @click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
               help="stop training a case after this many seconds (wall)")
+@click.option("--cpu-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="stop training a case after this many seconds of its process's CPU (the specs' cpu_limit_s)")
 @click.option("--keep-failed", is_flag=True, help="write models that miss a release gate (marked as such)")
 @click.option("--failed-dir", type=click.Path(path_type=Path), default=None,
               help="with --keep-failed: write those models here instead of --out")
@@ -396,14 +398,16 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
 @executor_options
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
-                   train_size, seed, target, threads, eval_pairs, time_limit, keep_failed, failed_dir, source_gradients,
+                   train_size, seed, target, threads, eval_pairs, time_limit, cpu_limit, keep_failed, failed_dir,
+                   source_gradients,
                    edge_weight, edge_target, no_progress, resume, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
     overrides = {"algorithm": algorithm, "epochs": epochs, "siit_weight": siit_weight, "train_size": train_size,
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
-                 "eval_pairs": eval_pairs, "time_limit_s": time_limit, "source_gradients": source_gradients,
+                 "eval_pairs": eval_pairs, "time_limit_s": time_limit, "cpu_limit_s": cpu_limit,
+                 "source_gradients": source_gradients,
                  "edge_weight": edge_weight, "edge_target": edge_target}
     rows, failed = [], []
     from cbench.cli.executor_opts import make_cli_executor
