@@ -45,22 +45,15 @@ import numpy as np
 import pyarrow as pa
 
 from cbench.errors import UsageError, did_you_mean
+from cbench.ioi_data import COUNTERFACTUALS
 from cbench_builders import ioi_vocab
 from cbench_builders.parquet_io import write_parquet
 
 DEFAULT_SEED = 20231115
 DEFAULT_SIZES = {"train": 10_000, "validation": 1_000, "test": 1_000}
 
-COUNTERFACTUAL_TYPES = (
-    "abc_counterfactual",
-    "random_names_counterfactual",
-    "s1_io_flip_counterfactual",
-    "s2_io_flip_counterfactual",
-    "random_names_s1_ioi_flip_counterfactual",
-    "random_names_s2_ioi_flip_counterfactual",
-    "s1_ioi_flip_s2_ioi_flip_counterfactual",
-    "random_names_s1_ioi_flip_s2_ioi_flip_counterfactual",
-)
+# MIB's Table 6: the ABC counterfactual, then the seven the client pairs as same-task interchanges
+COUNTERFACTUAL_TYPES = ("abc_counterfactual",) + COUNTERFACTUALS
 # short aliases accepted on the command line (the column name without "_counterfactual")
 _ALIASES = {c[: -len("_counterfactual")]: c for c in COUNTERFACTUAL_TYPES}
 

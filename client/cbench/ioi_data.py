@@ -19,6 +19,8 @@ from cbench.errors import UsageError
 from cbench.task_data import TaskData
 
 DATASET = "ioi"
+# the dataset's counterfactual columns that keep the task (the builders' list adds abc_counterfactual,
+# whose source has a third name and so no IO answer to interchange)
 COUNTERFACTUALS = (
     "random_names_counterfactual",
     "s1_io_flip_counterfactual",
