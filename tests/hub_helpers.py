@@ -83,3 +83,16 @@ def assert_clean_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
 
 def read_json(p: Path) -> dict:
     return json.loads(Path(p).read_text())
+
+
+def publish_tiny_versions(root: Path, hub: Path, versions, dates: dict | None = None, describe: bool = False) -> dict:
+    """Publish a tiny model (seed i) as ``versions[i]`` of ``cbench/case-3`` to ``hub``; ``{version: commit}``."""
+    from cbench import hub as hubmod
+
+    shas = {}
+    for i, version in enumerate(versions):
+        kw = {"description": f"model {version}"} if describe else {}
+        write_tiny_artifact(root / f"m{i}", seed=i, **kw)
+        shas[version] = hubmod.publish(root / f"m{i}", "cbench/case-3", "model", version, hub=hub,
+                                       date=(dates or {}).get(version)).commit
+    return shas

@@ -20,7 +20,7 @@ from cbench.hub import RepoRef
 from cbench.hub_server import HubServer
 from cbench.pull import pull
 from cli_inprocess import assert_one_clean_error, run_main
-from hub_helpers import write_tiny_artifact, write_tiny_dataset
+from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
 ROWS = [{"base_ids": [0, 1, 2, 3, 1], "source_ids": [0, 2, 2, 3, 1], "base_label": [0, 1, 2, 0]}] * 4
 
@@ -29,10 +29,7 @@ ROWS = [{"base_ids": [0, 1, 2, 3, 1], "source_ids": [0, 2, 2, 3, 1], "base_label
 def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("integrity")
     h = root / "hub"
-    shas = {}
-    for i, version in enumerate(("v1.0.0", "v1.1.0")):
-        write_tiny_artifact(root / f"m{i}", seed=i, description=f"model {version}")
-        shas[version] = hubmod.publish(root / f"m{i}", "cbench/case-3", "model", version, hub=h).commit
+    shas = publish_tiny_versions(root, h, ("v1.0.0", "v1.1.0"), describe=True)
     write_tiny_dataset(root / "d0", ROWS)
     shas["ds"] = hubmod.publish(root / "d0", "cbench/counterfactuals", "dataset", "v1.0.0", hub=h).commit
     return h, shas

@@ -17,7 +17,7 @@ import pytest
 from cbench import hub as hubmod
 from cbench.hub_server import HubServer
 from cbench.pull import git_blob_id, pull
-from hub_helpers import write_tiny_artifact, write_tiny_dataset
+from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
 # a fresh interpreter importing datasets, transformers and TransformerLens, plus three `hf` runs:
 # about a minute on a quiet machine, four under load
@@ -45,11 +45,8 @@ def _dataset(path: Path, rows: list[dict]) -> Path:
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("eco")
     hub = root / "hub"
-    shas = {}
+    shas = publish_tiny_versions(root, hub, tuple(DATES), dates=DATES)
     for seed, version in enumerate(DATES):
-        write_tiny_artifact(root / f"m{seed}", seed=seed)
-        shas[version] = hubmod.publish(root / f"m{seed}", "cbench/case-3", "model", version, hub=hub,
-                                       date=DATES[version]).commit
         hubmod.publish(_dataset(root / f"ds{seed}", ROWS[version]), "cbench/counterfactuals", "dataset", version,
                        hub=hub, date=DATES[version])
     write_tiny_artifact(root / "t5", case="5", seed=5)

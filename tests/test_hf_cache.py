@@ -19,7 +19,7 @@ from cbench.hub import RepoRef
 from cbench.hub_server import HubServer
 from cbench.loading import load_dataset
 from cbench.pull import pull, select_remote
-from hub_helpers import run_cli, write_tiny_artifact, write_tiny_dataset
+from hub_helpers import publish_tiny_versions, run_cli, write_tiny_dataset
 
 CONFIGS = ("case-3", "case-5", "case-7")
 
@@ -45,10 +45,8 @@ def _dataset(path: Path, tag: str) -> Path:
 def hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("hfcache")
     h = root / "hub"
-    shas = {}
+    shas = publish_tiny_versions(root, h, ("v1.0.0", "v1.1.0"))
     for seed, version in enumerate(("v1.0.0", "v1.1.0")):
-        write_tiny_artifact(root / f"m{seed}", seed=seed)
-        shas[version] = hubmod.publish(root / f"m{seed}", "cbench/case-3", "model", version, hub=h).commit
         shas["ds-" + version] = hubmod.publish(_dataset(root / f"d{seed}", version), "cbench/counterfactuals",
                                                "dataset", version, hub=h).commit
     return h, shas
