@@ -229,14 +229,12 @@ def build_cases_on(ex, case_ids: list[str], out_dir: str | os.PathLike, *, write
                    echo=None) -> list[CaseResult]:
     """:func:`build_cases` through an executor (:mod:`cbench.executor`): one task per case, the
     costliest first, results in input order; a task that fails becomes a failed CaseResult."""
-    import time as _time
-
     from cbench.executor import progress_line
 
     results: dict[str, CaseResult] = {}
     tasks = [TracrTask(c, str(Path(out_dir).resolve()), write) for c in sorted(case_ids, key=_estimated_cost,
                                                                                 reverse=True)]
-    t0 = _time.perf_counter()
+    t0 = time.perf_counter()
 
     def on_result(task, outcome, n, total):
         results[task.case] = outcome.value if outcome.ok else CaseResult(task.case, False, error=f"case {task.case}: "
