@@ -85,7 +85,7 @@ def test_hub_api_calls(world):
     meta = root / "m1" / "meta.json"
     assert info["siblings"]["meta.json"] == [meta.stat().st_size, git_blob_id(meta)]
     assert set(info["siblings"]) == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors",
-                                     "tokenizer.json"}
+                                     "tokenizer.json", "tokenizer_config.json"}
     assert out["model_info_at_tag"] == shas["v1.0.0"]
     assert out["repo_exists"] == [True, False, True]
     assert out["list_models"] == ["cbench/case-3", "cbench/tracr-case-5"]
@@ -112,14 +112,14 @@ def test_the_cbench_cache_is_a_hugging_face_cache(world):
     snap = out["snapshot_local"]
     assert snap["commit"] == shas["v1.0.0"]
     assert snap["files"] == ["README.md", "circuit.json", "config.json", "meta.json", "model.safetensors",
-                             "tokenizer.json"]
+                             "tokenizer.json", "tokenizer_config.json"]
     scan = out["scan_cache_dir"]
     assert scan["warnings"] == []  # cbench's records live beside the cache, not in it
     assert scan["revisions"] == sorted([["cbench/case-3", shas["v1.0.0"], ["v1.0.0"]],
                                         ["cbench/case-3", shas["v1.1.0"], ["main", "v1.1.0"]]])
     verify, prune, ls = hf["verify"], hf["prune"], hf["ls"]
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert "All checksums match" in verify.stdout and "6 file(s)" in verify.stdout
+    assert "All checksums match" in verify.stdout and "7 file(s)" in verify.stdout
     assert prune.returncode == 0 and "Nothing to prune" in prune.stdout, prune.stdout + prune.stderr
     assert ls.returncode == 0 and shas["v1.0.0"] in ls.stdout and shas["v1.1.0"] in ls.stdout, ls.stdout + ls.stderr
 
