@@ -65,6 +65,50 @@ def test_pairs_are_distinct_same_length_and_never_identical():
     assert all(len(b) == len(s) and b != s for b, s in keys)
 
 
+def test_same_length_draws_are_unchanged_by_the_longer_sources_option():
+    # the pool-indexed draw reproduces the released datasets' pairs (digest of the draw before it)
+    import hashlib
+
+    plan = cf.plan_pairs("x", 4, 1, 4, seed=5, sizes=cf.split_sizes(300))
+    h = hashlib.sha256()
+    for _split, (pairs, _) in plan.drawn.items():
+        for b, src in pairs:
+            h.update(np.asarray(b).tobytes() + b"|" + np.asarray(src).tobytes() + b";")
+    assert h.hexdigest()[:16] == "0d070262db1193a1"
+
+
+def test_longer_sources_are_as_long_or_longer_distinct_and_never_identical():
+    # issue 14: a length-only program needs sources of other lengths (same-length ones carry its answer)
+    space = cf.InputSpace(3, 1, 4)
+    rng = np.random.default_rng(2)
+    part = cf.partition_inputs(space, cf.split_sizes(600), rng)
+    pairs, repeated = cf.draw_pairs(part.splits["train"], 600, rng, longer_sources=True)
+    assert not repeated and len(pairs) == 600
+    keys = [(tuple(b), tuple(s)) for b, s in pairs]
+    assert len(set(keys)) == 600 and all(len(s) >= len(b) and b != s for b, s in keys)
+    assert sum(len(s) > len(b) for b, s in keys) > 100  # 160: the length-4 bases (81 of 120 inputs) have only length 4
+    # the capacity counts the longer inputs: 3 inputs of length 1 and 9 of length 2 give 3*11 + 9*8
+    inputs = cf.SplitInputs({1: space.enumerate(1), 2: space.enumerate(2)})
+    with pytest.raises(UsageError, match="give only 105 .base != source, source as long or longer"):
+        cf.draw_pairs(inputs, 106, np.random.default_rng(0), distinct=True, longer_sources=True)
+
+
+def test_source_lengths_spec_option_is_checked():
+    from types import SimpleNamespace
+
+    def spec(value, causal=False, pad="PAD"):
+        return SimpleNamespace(id="900", causal=causal, pad=pad, spec={"dataset": {"source_lengths": value}})
+
+    assert cf.source_lengths(spec("same-or-longer")) == "same-or-longer"
+    assert cf.source_lengths(SimpleNamespace(id="1", causal=True, pad=None, spec={})) == "same"
+    with pytest.raises(UsageError, match="needs a bidirectional case with a PAD token"):
+        cf.source_lengths(spec("same-or-longer", causal=True))
+    with pytest.raises(UsageError, match="needs a bidirectional case with a PAD token"):
+        cf.source_lengths(spec("same-or-longer", pad=None))
+    with pytest.raises(UsageError, match="must be one of same, same-or-longer"):
+        cf.source_lengths(spec("longer"))
+
+
 def test_more_pairs_than_exist_repeat_unless_distinct_is_asked():
     inputs = cf.SplitInputs({2: np.array([[0, 1], [1, 0], [1, 1]], dtype=np.int32)})  # 6 ordered pairs
     pairs, repeated = cf.draw_pairs(inputs, 14, np.random.default_rng(0))

@@ -147,7 +147,7 @@ def test_bench_seeds_the_random_baseline_per_case(art, capsys):
 
 
 def test_bench_has_an_oracle_row_and_a_random_row_at_chance(art, capsys):
-    # issue 14: the table's oracle (exact activation patching) and random (mean over 200 seeds)
+    # issue 14: the table's oracle (exact activation patching) and random (mean over 10,000 draws)
     from cbench.scoring.bench import random_aurocs
 
     root, artifact = art
@@ -161,10 +161,10 @@ def test_bench_has_an_oracle_row_and_a_random_row_at_chance(art, capsys):
     seed = json.loads((out / "scores" / "toy3" / "random.json").read_text())["method"]["hyperparameters"]["seed"]
     marks = res["no_signal_edges"]["toy3"]["edges"]
     want = random_aurocs(artifact.graph, T.toy_circuit_edges(artifact.graph), seed, no_signal=marks).mean(0)
-    assert res["auroc"]["toy3"]["random"] == pytest.approx(want[0]) and abs(want[0] - 0.5) < 0.03
+    assert res["auroc"]["toy3"]["random"] == pytest.approx(want[0]) and abs(want[0] - 0.5) < 0.02
     assert res["auroc_promoted"]["toy3"]["random"] == pytest.approx(want[1])
     table = (out / "table.md").read_text()
-    assert "| oracle (activation-patching) | 1.000 |" in table and "| random (200 seeds) |" in table
+    assert "| oracle (activation-patching) | 1.000 |" in table and "| random (10000 seeds) |" in table
     assert "promoted to heads (InterpBench-compatible" in table
 
 

@@ -47,6 +47,19 @@ def test_auroc_equals_mann_whitney_form_on_heavily_tied_data():
         assert st.auroc(s, y) == pytest.approx(brute, abs=1e-12)
 
 
+def test_auroc_rows_equals_auroc_per_row_with_ties():
+    rng = np.random.default_rng(3)
+    s = rng.integers(0, 5, size=(40, 30)).astype(float)  # many ties
+    y = np.arange(30) % 4 == 0
+    got = st.auroc_rows(s, y)
+    assert got.shape == (40,)
+    assert got.tolist() == pytest.approx([st.auroc(row, y) for row in s], abs=1e-12)
+    with pytest.raises(UsageError, match="positive and one negative"):
+        st.auroc_rows(s, np.zeros(30, dtype=bool))
+    with pytest.raises(UsageError, match=r"must be \[n, 30\]"):
+        st.auroc_rows(s[0], y)
+
+
 def test_auroc_refuses_bad_input():
     with pytest.raises(UsageError, match="positive and one negative"):
         st.auroc([1, 2], [1, 1])

@@ -39,6 +39,25 @@ def test_counterfactual_rows_are_padded_and_labelled():
     assert d2.n_examples == 1 and d2.base.shape == (1, 4)
 
 
+def test_longer_sources_pad_the_base_where_the_model_allows_it():
+    # issue 14: rows of a length-only program pair a base with a longer source
+    rows = [{"base_ids": [0, 4], "source_ids": [0, 1, 2, 3], "base_label": [1.0]},
+            {"base_ids": [0, 2, 4], "source_ids": [0, 4, 4], "base_label": [0.0, 0.5]}]
+    for meta in (META, dict(META, causal=False, exactness={"pad_exact": True})):
+        d = from_rows(rows, meta, "train")
+        assert d.base.tolist() == [[0, 4, 5, 5], [0, 2, 4, 5]] and d.source.tolist() == [[0, 1, 2, 3], [0, 4, 4, 5]]
+        assert d.valid.tolist() == [[False, True, False, False], [False, True, True, False]]
+    # a bidirectional model not known to be exact on padding keeps its same-length rows only
+    d = from_rows(rows, dict(META, causal=False), "train")
+    assert d.base.tolist() == [[0, 2, 4]]
+    with pytest.raises(UsageError, match="not known to be exact on PAD-padded inputs"):
+        from_rows(rows[:1], dict(META, causal=False, exactness={"pad_exact": False}), "train")
+    with pytest.raises(UsageError, match="row 0: the source is shorter than the base"):
+        from_rows([{"base_ids": [0, 1, 2], "source_ids": [0, 1], "base_label": [1.0, 1.0]}], META, "train")
+    with pytest.raises(UsageError, match="no\nPAD token|no PAD token"):
+        from_rows(rows[:1], dict(META, pad_token=None), "train")
+
+
 def test_no_silent_fallback_to_sampled_pairs(tmp_path, monkeypatch):
     # issue 14: what data a command used depended on the cache (100 sampled pairs when the
     # counterfactuals dataset was not cached, its validation pairs when it was, with only a note).

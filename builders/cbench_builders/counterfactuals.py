@@ -1,7 +1,8 @@
 """Counterfactual (base, source) pairs for a case (``cbench/counterfactuals``, config ``case-<id>``).
 
-A row holds a pair of inputs of the same length, as token strings and as token ids in the model's
-vocabulary, the compiled Tracr model's label of the base and of the source, and for every
+A row holds a pair of inputs of the same length (or, for a case whose spec asks for
+``"dataset": {"source_lengths": "same-or-longer"}``, a source at least as long as the base), as
+token strings and as token ids in the model's vocabulary, the compiled Tracr model's label of the base and of the source, and for every
 high-level node (each RASP operation that a model component computes, in the order of
 ``circuit.json``'s ``high_level.ops``) the label of the base with that node interchanged from
 the source. Labels exclude position 0 (BOS). Columns::
@@ -30,6 +31,12 @@ Sampling (deterministic given the case seed):
    going to the other lengths. Within a length the pairs are drawn without repetition. If the
    split asks for more pairs than exist, every pair is used equally often and the rest drawn at
    random, unless ``distinct=True``, which makes that a :class:`~cbench.errors.UsageError`.
+4. ``source_lengths: same-or-longer`` (bidirectional cases with a PAD token only): a base of
+   length L takes its source from the split's inputs of length L or longer, so a program whose
+   output depends on the length alone (tracr's ``make_length``) gets interchanges that change
+   it. The high-level model runs the base right-padded with PAD to the source's length (compiled
+   bidirectional Tracr models are exact on PAD-padded inputs; the build checks it) and the labels
+   are its outputs at the base's positions.
 """
 
 from __future__ import annotations
@@ -61,6 +68,22 @@ def split_sizes(train_size: int, validation_size: int | None = None, test_size: 
     val = validation_size if validation_size is not None else max(1, int(round(0.2 * train_size)))
     test = test_size if test_size is not None else val
     return {"train": int(train_size), "validation": int(val), "test": int(test)}
+
+
+SOURCE_LENGTHS = ("same", "same-or-longer")
+
+
+def source_lengths(spec) -> str:
+    """The case spec's ``dataset.source_lengths`` (default ``same``), checked against the case."""
+    d = spec.spec.get("dataset") if hasattr(spec, "spec") else None
+    value = (d or {}).get("source_lengths", "same") if isinstance(d, dict) else "same"
+    if value not in SOURCE_LENGTHS:
+        raise UsageError(f"case {spec.id}: dataset.source_lengths must be one of {', '.join(SOURCE_LENGTHS)} "
+                         f"(got {value!r})")
+    if value != "same" and (spec.causal or spec.pad is None):
+        raise UsageError(f"case {spec.id}: dataset.source_lengths {value!r} needs a bidirectional case with a PAD "
+                         "token (a causal model's prefix of a longer input is a same-length input)")
+    return value
 
 
 def default_train_size(spec) -> int:
@@ -217,36 +240,44 @@ def partition_inputs(space: InputSpace, sizes: dict[str, int], rng: np.random.Ge
 
 
 def draw_pairs(inputs: SplitInputs, n: int, rng: np.random.Generator, distinct: bool = False,
-               what: str = "split") -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
-    """``n`` (base, source) pairs of equal length, base != source; returns (pairs, repeated)."""
+               what: str = "split", longer_sources: bool = False) -> tuple[list[tuple[np.ndarray, np.ndarray]], bool]:
+    """``n`` (base, source) pairs, base != source, of equal length (or with ``longer_sources`` a
+    source of the base's length or longer); returns (pairs, repeated).
+
+    A base of length L draws its source from a pool: the inputs of length L, then (with
+    ``longer_sources``) those of every longer length. Pairs are indexed ``b * (pool - 1) + s``
+    with the base's own index skipped, so same-length pools give the same draws as always."""
     lengths = sorted(inputs.by_length)
     m = np.array([len(inputs.by_length[L]) for L in lengths], dtype=np.int64)
-    caps = m * (m - 1)
+    pool = np.array([m[i:].sum() if longer_sources else m[i] for i in range(len(lengths))], dtype=np.int64)
+    caps = m * (pool - 1)
     capacity = int(caps.sum())
     repeated = n > capacity
     if repeated and distinct:
+        same = "same length" if not longer_sources else "source as long or longer"
         raise UsageError(f"{what} asks for {n} distinct pairs but its {int(m.sum())} inputs give only "
-                         f"{capacity} (base != source, same length); lower --train-size or drop --distinct-pairs")
+                         f"{capacity} (base != source, {same}); lower --train-size or drop --distinct-pairs")
     if repeated:
         alloc = _largest_remainder(n, np.where(caps > 0, m, 0).astype(np.float64))
     else:
         alloc = _water_fill(n, m.astype(np.float64), caps)
     pairs_b: list[np.ndarray] = []
-    pairs_s: list[np.ndarray] = []
-    for L, mL, cap, k in zip(lengths, m, caps, alloc):
+    pairs_s: list[list[np.ndarray]] = []
+    for i, (L, mL, pL, cap, k) in enumerate(zip(lengths, m, pool, caps, alloc)):
         if k == 0:
             continue
         arr = inputs.by_length[L]
+        pool_rows = [row for Lp in lengths[i:] if longer_sources or Lp == L for row in inputs.by_length[Lp]]
         if k <= cap:
             idx = rng.choice(int(cap), size=int(k), replace=False)
         else:
             full, rest = divmod(int(k), int(cap))
             idx = np.concatenate([np.tile(np.arange(cap), full), rng.choice(int(cap), size=rest, replace=False)])
-        b = idx // (mL - 1)
-        s = idx % (mL - 1)
+        b = idx // (pL - 1)
+        s = idx % (pL - 1)
         s = s + (s >= b)
         pairs_b.append(arr[b])
-        pairs_s.append(arr[s])
+        pairs_s.append([pool_rows[j] for j in s])
     # interleave the lengths in one random order
     order_len = np.concatenate([np.full(int(k), i) for i, k in enumerate(alloc) if k > 0]) if n else np.zeros(0, int)
     perm = rng.permutation(len(order_len))
@@ -400,12 +431,14 @@ class _Labeler:
         return out
 
     def interchanged(self, pairs: list[tuple[tuple, tuple]], op: str) -> dict[tuple, list]:
+        """Interchange labels (at the base's positions) of every distinct pair, batched by the
+        (base, source) lengths."""
         out: dict[tuple, list] = {}
-        by_len: dict[int, list[tuple]] = {}
+        by_len: dict[tuple[int, int], list[tuple]] = {}
         for pr in dict.fromkeys(pairs):
-            by_len.setdefault(len(pr[0]), []).append(pr)
+            by_len.setdefault((len(pr[0]), len(pr[1])), []).append(pr)
         vocab = self.cm.vocab
-        for L, prs in sorted(by_len.items()):
+        for (L, _Ls), prs in sorted(by_len.items()):
             for i in range(0, len(prs), BATCH):
                 chunk = prs[i:i + BATCH]
                 self.calls += 1
@@ -427,10 +460,11 @@ class PairPlan:
     partition: Partition
     drawn: dict[str, tuple[list, bool]]  # split -> (pairs of vocab-index rows, repeated?)
     distinct: bool
+    source_lengths: str = "same"
 
 
 def plan_pairs(case: str, n_vocab: int, min_len: int, max_len: int, seed: int, sizes: dict[str, int],
-               distinct: bool = False) -> PairPlan:
+               distinct: bool = False, source_lengths: str = "same") -> PairPlan:
     """Partition the inputs and draw every split's pairs (deterministic given ``seed``)."""
     space = InputSpace(int(n_vocab), int(min_len), int(max_len))
     rng = np.random.default_rng([int(seed), 0xCF])
@@ -442,13 +476,15 @@ def plan_pairs(case: str, n_vocab: int, min_len: int, max_len: int, seed: int, s
     for split in SPLITS:
         if split in sizes:
             drawn[split] = draw_pairs(part.splits[split], sizes[split], rng, distinct,
-                                      what=f"case {case} {split} split (input space {space.size})")
-    return PairPlan(str(case), dict(sizes), part, drawn, bool(distinct))
+                                      what=f"case {case} {split} split (input space {space.size})",
+                                      longer_sources=source_lengths == "same-or-longer")
+    return PairPlan(str(case), dict(sizes), part, drawn, bool(distinct), source_lengths)
 
 
 def plan_for_spec(spec, sizes: dict[str, int], distinct: bool = False) -> PairPlan:
-    """:func:`plan_pairs` from a case spec (vocab, lengths, seed)."""
-    return plan_pairs(spec.id, len(spec.vocab), spec.min_seq_len, spec.max_seq_len, spec.seed, sizes, distinct)
+    """:func:`plan_pairs` from a case spec (vocab, lengths, seed, ``dataset.source_lengths``)."""
+    return plan_pairs(spec.id, len(spec.vocab), spec.min_seq_len, spec.max_seq_len, spec.seed, sizes, distinct,
+                      source_lengths(spec))
 
 
 def build_case_counterfactuals(cm: CaseModel, out_dir: Path, train_size: int | None = None,
@@ -479,6 +515,7 @@ def build_case_counterfactuals(cm: CaseModel, out_dir: Path, train_size: int | N
         "label_positions": cm.label_positions, "seed": int(cm.seed), "input_space": int(part.input_space),
         "enumerated": part.enumerated, "splits_disjoint": part.disjoint,
         "pairs_repeated": {s: bool(drawn[s][1]) for s in drawn}, "distinct_pairs": bool(distinct),
+        **({"source_lengths": plan.source_lengths} if plan.source_lengths != "same" else {}),
         "sizes": {s: int(sizes[s]) for s in drawn}, "tracr_model_sha256": cm.tracr_model_sha256,
         "ops": cm.ops,
     }

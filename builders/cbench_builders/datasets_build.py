@@ -106,7 +106,10 @@ def case_model(case: str, tracr_dir: Path) -> counterfactuals.CaseModel:
         return hl.labels(hl.encode(seqs))
 
     def interchange_batch(bases, sources, op):
-        return hl.to_labels(hl.run_with_interchange(hl.encode(bases), hl.encode(sources), op))
+        # one width for both (a longer source pads the bases with PAD); labels at the bases' positions
+        n = len(bases)
+        tokens = hl.encode(list(bases) + list(sources))
+        return hl.to_labels(hl.run_with_interchange(tokens[:n], tokens[n:], op))[:, :len(bases[0])]
 
     sha = (meta.get("files") or {}).get("model.safetensors")
     return counterfactuals.CaseModel(
@@ -192,6 +195,7 @@ def write_counterfactuals_card(root: Path) -> Path:
             "min_seq_len": meta["min_seq_len"], "max_seq_len": meta["max_seq_len"],
             "label_positions": meta.get("label_positions"), "seed": meta["seed"],
             "tracr_model_sha256": meta.get("tracr_model_sha256") or "unknown",
+            "source_lengths": meta.get("source_lengths"),
         })
         key = (meta["sizes"]["train"], bool(meta.get("distinct_pairs")))
         commands.setdefault(key, []).append(case)

@@ -7,6 +7,12 @@ uniform in [min, max], tokens uniform). Each input is prefixed with BOS; positio
 Agreement: exact equality of the decoded outputs for categorical programs, |a - b| <= 1e-4 for
 numerical ones, on every (input, position) pair, for all three pairs of evaluators.
 
+For a bidirectional case with a PAD token the converted model is also run on every input
+right-padded with PAD to ``max_seq_len + 1`` at once, and its outputs at the input's positions
+compared with the unpadded run (``pad_exact``; within ``ATOL`` on every output score). A model
+exact on PAD-padded inputs can be given counterfactual pairs whose source is longer than the
+base (the base padded to the source's length) and rows of different lengths in one batch.
+
 One documented exception: where the RASP evaluator outputs ``None`` ("undefined": an aggregate
 that selected nothing, or an operation whose input was undefined), Tracr's compiled model has no
 None to produce unless ``None`` is one of its output classes, and writes whatever its weights
@@ -68,6 +74,8 @@ class ExactnessResult:
     failure: str | None = None
     time_s: float = 0.0
     counts: dict = field(default_factory=dict)
+    pad_exact: bool | None = None  # bidirectional cases with PAD: padded outputs equal unpadded ones
+    pad_max_abs_err: float | None = None
 
     def summary(self) -> str:
         if not self.ok:
@@ -78,7 +86,9 @@ class ExactnessResult:
     def as_dict(self) -> dict:
         return {"ok": self.ok, "n_inputs": self.n_inputs, "exhaustive": self.exhaustive,
                 "n_positions": self.n_positions, "n_undefined_positions": self.n_undefined,
-                "max_abs_err": self.max_abs_err, "failure": self.failure, "atol": ATOL}
+                "max_abs_err": self.max_abs_err, "failure": self.failure, "atol": ATOL,
+                **({} if self.pad_exact is None else {"pad_exact": self.pad_exact,
+                                                       "pad_max_abs_err": self.pad_max_abs_err})}
 
 
 def _padded_ids(seqs: list[tuple], enc: dict, bos, pad, width: int) -> np.ndarray:
@@ -139,6 +149,24 @@ def tl_outputs(converted: ConvertedModel, seqs: list[tuple], categorical: bool) 
     return preds, logits_all
 
 
+def pad_error(converted: ConvertedModel, seqs: list[tuple], logits_unpadded: np.ndarray, pad) -> float:
+    """Largest |output score| difference, at the inputs' own positions, between the converted
+    model on PAD-padded inputs (all at one width) and ``logits_unpadded`` (:func:`tl_outputs`)."""
+    import torch
+
+    tid = converted.token_to_id
+    width = max(len(s) for s in seqs) + 1
+    ids = torch.as_tensor(_padded_ids(seqs, tid, converted.input_tokens[0], pad, width), dtype=torch.long)
+    err = 0.0
+    with torch.no_grad():
+        for start in range(0, len(seqs), 4096):
+            logits = converted.model(ids[start:start + 4096]).double().numpy()
+            for j, s in enumerate(seqs[start:start + 4096]):
+                n = len(s) + 1
+                err = max(err, float(np.max(np.abs(logits[j, :n] - logits_unpadded[start + j, :n]))))
+    return err
+
+
 def check_exactness(compiled: CompiledCase, converted: ConvertedModel,
                     seqs: list[tuple] | None = None, exhaustive: bool | None = None) -> ExactnessResult:
     """Compare the three evaluators on the case's test set (or ``seqs``)."""
@@ -192,6 +220,10 @@ def check_exactness(compiled: CompiledCase, converted: ConvertedModel,
                 break
         if failure:
             break
+    pad_exact = pad_err = None
+    if not case.causal and case.pad is not None:
+        pad_err = pad_error(converted, seqs, tl_logits, case.pad)
+        pad_exact = pad_err <= ATOL
     return ExactnessResult(ok=failure is None, n_inputs=len(seqs), exhaustive=bool(exhaustive), n_positions=n_pos,
                            n_undefined=n_undef, max_abs_err=None if categorical else max_err, failure=failure,
-                           time_s=time.perf_counter() - t0)
+                           time_s=time.perf_counter() - t0, pad_exact=pad_exact, pad_max_abs_err=pad_err)

@@ -103,9 +103,12 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
     """TaskData from ``cbench/counterfactuals`` rows: ``base_ids``/``source_ids`` (BOS first) and
     ``base_label`` (one label per position after BOS).
 
-    Rows of different lengths are right-padded (with PAD, else BOS) for causal models, whose
-    earlier positions cannot see the padding; padded positions are not valid. For bidirectional
-    models only the rows of the most common length are kept (padding would change them)."""
+    Rows are right-padded to one width (with PAD, else BOS); padded positions are not valid. A
+    source may be longer than its base (configs built with ``source_lengths: same-or-longer``):
+    the base is padded to the source's length, as the labels were computed. Causal models cannot
+    see the padding of earlier positions; a bidirectional model can, so for one only the rows of
+    the most common length are kept -- unless its build verified it exact on PAD-padded inputs
+    (meta.json ``exactness.pad_exact``, compiled Tracr models), which keeps every row."""
     tokens = list(meta["input_tokens"])
     bos, pad, _ = _token_ids(meta)
     bases, sources, labels = [], [], []
@@ -118,21 +121,30 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
                 raise UsageError(f"counterfactual row {i} has no base/source inputs")
             b = [bos] + _encode(bt, tokens, f"row {i}")
             s = [bos] + _encode(st, tokens, f"row {i}")
-        if len(b) != len(s):
-            raise UsageError(f"counterfactual row {i}: base and source differ in length")
+        if len(s) < len(b):
+            raise UsageError(f"counterfactual row {i}: the source is shorter than the base "
+                             f"({len(s) - 1} vs {len(b) - 1} tokens); a source must be at least as long")
+        if len(s) > len(b) and pad is None:
+            raise UsageError(f"counterfactual row {i}: the source is longer than the base and the model has no "
+                             "PAD token to pad the base with")
         bases.append([int(x) for x in b])
         sources.append([int(x) for x in s])
         labels.append(r.get("base_label"))
     if not bases:
         raise UsageError("the counterfactual dataset split is empty")
-    if not meta.get("causal", True):
-        lengths = [len(b) for b in bases]
-        common = max(set(lengths), key=lambda n: (lengths.count(n), n))
+    pad_exact = bool((meta.get("exactness") or {}).get("pad_exact"))
+    if not meta.get("causal", True) and not pad_exact:
+        lengths = [len(b) if len(b) == len(s) else -1 for b, s in zip(bases, sources)]
+        same = set(lengths) - {-1}
+        if not same:
+            raise UsageError("every counterfactual row pairs a base with a longer source, and this bidirectional "
+                             "model is not known to be exact on PAD-padded inputs")
+        common = max(same, key=lambda n: (lengths.count(n), n))
         keep = [i for i, n in enumerate(lengths) if n == common]
         bases = [bases[i] for i in keep]
         sources = [sources[i] for i in keep]
         labels = [labels[i] for i in keep]
-    P = max(len(b) for b in bases)
+    P = max(len(s) for s in sources)
     fill = pad if pad is not None else bos
 
     def padded(x):

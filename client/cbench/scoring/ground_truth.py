@@ -47,7 +47,7 @@ from cbench.scoring.statistics import PrecisionRecall, RocCurve, precision_recal
 
 __all__ = ["GroundTruthScore", "truth_head_edges", "head_level_scores", "node_scores_from_edges",
            "node_scores_given", "in_graph_head_edges", "in_graph_nodes", "scored_nodes",
-           "check_edge_scores", "score_against_truth", "circuit_edge_names", "signed_ranking"]
+           "check_edge_scores", "score_against_truth", "edge_labels", "EdgeLabels", "circuit_edge_names", "signed_ranking"]
 
 
 def scored_nodes(graph: Graph) -> list[str]:
@@ -279,6 +279,43 @@ def _roc(scores: np.ndarray, labels: np.ndarray, what: str) -> RocCurve:
     return roc_curve(scores, labels)
 
 
+@dataclass(frozen=True)
+class EdgeLabels:
+    """What the edge ROCs rank against, derived once from a ground truth: positives and the
+    edges kept in the ROC, over ``graph.edges`` (q/k/v; ``None`` for a head-level ground truth)
+    and over ``graph.head_edge_names`` (promoted)."""
+
+    truth_heads: frozenset
+    marked: tuple  # ground-truth edges marked as carrying no signal
+    qkv: bool
+    edge_labels: np.ndarray | None
+    edge_keep: np.ndarray | None
+    head_labels: np.ndarray
+    head_keep: np.ndarray
+
+
+def edge_labels(graph: Graph, truth_edges: Iterable[str], no_signal: Iterable[str] = (),
+                include_no_signal: bool = False) -> EdgeLabels:
+    """The labels and kept edges of both edge ROCs (the rules in the module docstring)."""
+    truth_list = list(dict.fromkeys(truth_edges))
+    truth = truth_head_edges(graph, truth_list)
+    if not truth:
+        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
+    marked = tuple(n for n in dict.fromkeys(no_signal) if n in set(truth_list))
+    dropped = set() if include_no_signal else set(marked)
+    # promoted (InterpBench-compatible): a head edge is left out when all its truth q/k/v edges are
+    labels = np.array([n in truth for n in graph.head_edge_names])
+    kept_truth = truth_head_edges(graph, [n for n in truth_list if n not in dropped]) if dropped else truth
+    keep_h = np.array([not (n in truth and n not in kept_truth) for n in graph.head_edge_names])
+    qkv = all(graph.has_edge(n) for n in truth_list)  # q/k/v granularity, when the truth has the detail
+    labels_q = keep_q = None
+    if qkv:
+        truth_set = set(truth_list)
+        labels_q = np.fromiter((e.name in truth_set for e in graph.edges), dtype=bool, count=graph.n_edges)
+        keep_q = np.fromiter((e.name not in dropped for e in graph.edges), dtype=bool, count=graph.n_edges)
+    return EdgeLabels(frozenset(truth), marked, qkv, labels_q, keep_q, labels, keep_h)
+
+
 def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
                         signed: bool | None = None, no_signal: Iterable[str] = (),
                         include_no_signal: bool = False) -> GroundTruthScore:
@@ -288,29 +325,18 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
     out of the edge ROC (both granularities) unless ``include_no_signal``."""
     if signed is None:
         signed = signed_ranking(doc)
-    truth_list = list(dict.fromkeys(truth_edges))
-    truth = truth_head_edges(graph, truth_list)
-    if not truth:
-        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
-    marked = [n for n in dict.fromkeys(no_signal) if n in set(truth_list)]
-    dropped = set() if include_no_signal else set(marked)
+    lab = edge_labels(graph, truth_edges, no_signal=no_signal, include_no_signal=include_no_signal)
+    truth = lab.truth_heads
     scores, flags = _edge_vector(graph, doc)
     head_scores = head_level_scores(graph, scores, signed=signed)
 
-    # promoted (InterpBench-compatible): a head edge is left out when all its truth q/k/v edges are
-    labels = np.array([n in truth for n in graph.head_edge_names])
-    kept_truth = truth_head_edges(graph, [n for n in truth_list if n not in dropped]) if dropped else truth
-    keep_h = np.array([not (n in truth and n not in kept_truth) for n in graph.head_edge_names])
+    labels, keep_h = lab.head_labels, lab.head_keep
     head_flags = in_graph_head_edges(graph, flags)
     promoted_roc = _roc(head_scores[keep_h], labels[keep_h], "after promotion")
     promoted_pr = precision_recall(head_flags[keep_h], labels[keep_h])
 
-    # q/k/v granularity, when the ground truth has q/k/v detail
-    qkv = all(graph.has_edge(n) for n in truth_list)
-    if qkv:
-        truth_set = set(truth_list)
-        labels_q = np.fromiter((e.name in truth_set for e in graph.edges), dtype=bool, count=graph.n_edges)
-        keep_q = np.fromiter((e.name not in dropped for e in graph.edges), dtype=bool, count=graph.n_edges)
+    if lab.qkv:
+        labels_q, keep_q = lab.edge_labels, lab.edge_keep
         vals = scores if signed else np.abs(scores)
         edge_roc = _roc(vals[keep_q], labels_q[keep_q], "")
         edge_pr = precision_recall(flags[keep_q], labels_q[keep_q])
@@ -340,6 +366,6 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
         node_pr=precision_recall(node_flags, node_labels),
         n_head_edges=len(graph.head_edge_names), n_true_edges=n_true, n_nodes=len(names),
         n_true_nodes=int(node_labels.sum()), node_scores_source="given" if given is not None else "edges",
-        signed=signed, granularity="qkv" if qkv else "head", promoted_roc=promoted_roc, promoted_pr=promoted_pr,
-        n_edges=n_edges, n_true_head_edges=int((labels & keep_h).sum()), no_signal_edges=tuple(marked),
-        no_signal_included=bool(include_no_signal and marked))
+        signed=signed, granularity="qkv" if lab.qkv else "head", promoted_roc=promoted_roc, promoted_pr=promoted_pr,
+        n_edges=n_edges, n_true_head_edges=int((labels & keep_h).sum()), no_signal_edges=lab.marked,
+        no_signal_included=bool(include_no_signal and lab.marked))

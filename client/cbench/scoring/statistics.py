@@ -105,6 +105,20 @@ def auroc_mann_whitney(scores, labels) -> float:
     return float(u / (n_pos * n_neg))
 
 
+def auroc_rows(scores, labels) -> np.ndarray:
+    """AUROC of each row of ``scores`` [n, k] against one boolean ``labels`` [k], from mid-ranks
+    (ties count one half, as :func:`auroc`)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    if s.ndim != 2 or s.shape[1] != y.size:
+        raise UsageError(f"scores must be [n, {y.size}], got {list(s.shape)}")
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise UsageError("AUROC needs at least one positive and one negative label")
+    ranks = stats.rankdata(s, axis=1)
+    return (ranks[:, y].sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
 # ----------------------------------------------------------------------------- precision / recall
 @dataclass(frozen=True)
 class PrecisionRecall:
