@@ -169,6 +169,26 @@ def test_bench_has_an_oracle_row_and_a_random_row_at_chance(art, capsys):
 
 
 
+def test_bench_never_reuses_scores_of_another_version_of_the_model(art, capsys, tmp_path):
+    # a resumed bench reused case 21's scores from the model version before it (same graph and
+    # data): the table showed the old model's AUROC. Scores now name the weights they came from.
+    root, artifact = art
+    out = tmp_path / "bench"
+    args = ["bench", "--methods", "eap", "--out", str(out), "--sampled", "--n-examples", "20"]
+    code, _, err = run(capsys, *args, "--cases", str(root / "toy"))
+    assert code == 0, err
+    doc = json.loads((out / "scores" / "toy3" / "eap.json").read_text())
+    assert doc["model_sha256"] == artifact.meta["files"]["model.safetensors"]
+    assert doc["model"]["repo"] is None and validation.validate(doc) == []
+    other = T.write_toy_artifact(tmp_path / "toy-v2", seed=1)  # the same case, other weights
+    assert other.meta["files"]["model.safetensors"] != doc["model_sha256"]
+    code, _, err = run(capsys, *args, "--cases", str(tmp_path / "toy-v2"))
+    assert code == 0, err
+    redone = json.loads((out / "scores" / "toy3" / "eap.json").read_text())
+    assert redone["model_sha256"] == other.meta["files"]["model.safetensors"]
+    assert redone["edges"] != doc["edges"]
+
+
 def test_bench_resumes_a_killed_run_and_redoes_only_missing_or_stale_pairs(art, capsys, tmp_path):
     root, _ = art
     out = tmp_path / "bench"

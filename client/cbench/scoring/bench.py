@@ -154,10 +154,27 @@ def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signa
     return np.stack([qkv, promoted], axis=1)
 
 
+def model_sha256(artifact) -> str | None:
+    """The sha256 of the model's weights (meta.json's file list): what a bench scores file was
+    computed on, so a resumed run never reuses scores of another version of the same case."""
+    return ((artifact.meta or {}).get("files") or {}).get("model.safetensors")
+
+
+def _model_ref(artifact) -> dict:
+    """``model`` of a bench scores document: the hub repository and commit when the artifact is a
+    snapshot in the Hugging Face cache (``models--<org>--<name>/snapshots/<sha>``), else null."""
+    path = Path(artifact.path)
+    repo = revision = None
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        repo = path.parent.parent.name[len("models--"):].replace("--", "/", 1)
+        revision = path.name
+    return {"repo": repo, "revision": revision, "kind": artifact.model_kind}
+
+
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
-                   sampled: bool, seed: int = 0):
+                   sampled: bool, seed: int = 0, weights: str | None = None):
     """The scores document at ``path`` if it can be reused: valid for this case and graph, from
-    the same model kind, with the hyperparameters the bench uses and the same data
+    the same model kind and weights (``weights``: :func:`model_sha256`), with the hyperparameters the bench uses and the same data
     (sampled or not -- sampled with the same ``seed`` --, as many pairs: ``n_ok(n)`` says whether
     this run's data has ``n`` pairs).
     None otherwise (missing, half-written or stale: run again)."""
@@ -173,6 +190,8 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     except CbenchError:
         return None
     if doc.get("model", {}).get("kind") != kind or doc.get("method", {}).get("name") != method:
+        return None
+    if doc.get("model_sha256") != weights:  # another version of the case (or a file from before this check)
         return None
     hp = doc["method"].get("hyperparameters", {})
     wanted = validate_hyperparameters(method, bench_hyperparameters(method, case))
@@ -211,8 +230,9 @@ def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
         artifact, case_data = _worker_case(task)
     sc, data = case_data()
     result = discover(sc.runtime, data, task.method, bench_hyperparameters(task.method, task.case), progress=False)
-    return to_edge_scores_document(result, task.case, {"repo": None, "revision": None, "kind": artifact.model_kind},
-                                   d_model=artifact.config.get("d_model"))
+    doc = to_edge_scores_document(result, task.case, _model_ref(artifact), d_model=artifact.config.get("d_model"))
+    doc["model_sha256"] = model_sha256(artifact)
+    return doc
 
 
 def _worker_case(task: BenchTask):
@@ -267,7 +287,7 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
             path = out / "scores" / label / f"{method}.json"
             if _load_existing(path, artifact.graph, label, method, artifact.model_kind,
                               lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
-                              sampled, seed) is None:
+                              sampled, seed, model_sha256(artifact)) is None:
                 tasks.append(BenchTask(label, str(artifact.path), method, n_examples, sampled, seed))
     echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
          f"({len(case_list) * len(method_list) - len(tasks)} finished before)")
@@ -349,7 +369,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         for method in method_list:
             path = out / "scores" / label / f"{method}.json"
             try:
-                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed)
+                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed,
+                                     model_sha256(artifact))
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
             if doc is None and (label, method) in remote_failures:  # failed on a worker just now
