@@ -20,10 +20,16 @@ def test_list_is_natural_and_shows_datasets_without_seeding(tmp_path):
     assert models.index("case-3") < models.index("case-11") < models.index("case-33")
     assert {"counterfactuals", "circuits"} <= {r["name"] for r in rows if r["type"] == "dataset"}
     assert not (tmp_path / "home" / "hub" / "models").exists()  # nothing was seeded to list
-    from cbench.cli.hub_cmds import natural_key
+    from cbench.pull import natural_key
 
     assert sorted(["case-11", "case-3", "tracr-case-2", "case-3b"], key=natural_key) == \
         ["case-3", "case-3b", "case-11", "tracr-case-2"]
+    # the "available:" list of an unknown case is in the same order
+    from cbench.pull import _unknown_repo_message
+
+    msg = _unknown_repo_message("zzz", ["cbench/zzz"], "model", ["cbench/case-11", "cbench/case-3", "cbench/case-101"],
+                                "hub X")
+    assert msg.endswith("available: case-3, case-11, case-101")
 
 
 def test_methods_metrics_and_ablations_are_choices_from_the_registries():

@@ -66,6 +66,11 @@ def short_name(repo_id: str) -> str:
     return repo_id.split("/", 1)[1] if repo_id.startswith(DEFAULT_ORG + "/") else repo_id
 
 
+def natural_key(name: str) -> list:
+    """Sort key putting case-3 before case-11 (digit runs compare as numbers)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
+
+
 # ---------------------------------------------------------------------------- where from
 @dataclass
 class Remote:
@@ -225,7 +230,7 @@ def resolve(name: str, revision: str | None, repo_type: str, remote: Remote) -> 
 
 def _unknown_repo_message(name: str, tried: list[str], repo_type: str, available: list[str], where: str) -> str:
     what = "case" if repo_type == "model" else "dataset"
-    shorts = [short_name(r) for r in available]
+    shorts = sorted((short_name(r) for r in available), key=natural_key)
     near = closest(short_name(name) if "/" in name else name, shorts) or closest(name, available)
     msg = f"no {what} {name!r} on {where} (looked for {', '.join(tried)})"
     if near:

@@ -222,6 +222,8 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
 
     Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
     """
+    from cbench.pull import natural_key
+
     rows = []
     for t in ([repo_type] if repo_type else ["model", "dataset"]):
         rows += [dict(r, type=t) for r in sorted(_list_rows(t, endpoint, hub_dir), key=lambda r: natural_key(r["name"]))]
@@ -247,11 +249,6 @@ def _offline() -> bool:
     from cbench.pull import hf_offline
 
     return hf_offline()
-
-
-def natural_key(name: str) -> list:
-    """Sort key putting case-3 before case-11 (digit runs compare as numbers)."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part]
 
 
 def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
