@@ -168,6 +168,10 @@ def test_short_training_run_end_to_end(tmp_path):
     hist = result.history
     assert len(hist) == 3 and times["cpu_s"] > 0
     assert all(0.0 <= h[k] <= 1.0 for h in hist for k in ("accuracy", "iia", "siia", "edge_siia"))
+    # IOI's ground truth has no edge the high-level model ignores: nothing to hold one at a time
+    # (this read 0.0 for objective-trained models, so edge_siia, its minimum, was 0 and the stop
+    # rule could never hold)
+    assert all(h["invariant_edge_same"] == 1.0 for h in hist)
     assert all(h["loss_edge"] > 0 and h["loss_strict"] > 0 for h in hist)
     assert hist[-1]["loss_behavior"] < hist[0]["loss_behavior"]  # it learns (next words first)
     log = [json.loads(line) for line in ckpt.with_suffix(".log.jsonl").read_text().splitlines()]

@@ -836,9 +836,12 @@ class SIITTrainer:
                 ablated = self._edge_run(base, source, self._complement_keep(B))
                 same = self._same(ablated, clean) if self.objective is None else 1.0
                 agree_edge += min(self._agree(ablated, y_b), same) * B
-                if self.objective is None:  # ... and so must the outputs with one ignored edge ablated
-                    agree_inv += min([self._same(self._edge_run(base, source, keep), clean)
-                                      for keep in self._invariant_keeps(B)], default=1.0) * B
+                # ... and so must the outputs with one ignored edge ablated (with an objective, e.g.
+                # IOI's: its own agreement with the labels; it counted 0 before, so the stop rule
+                # could never hold)
+                agree_inv += min([self._same(o, clean) if self.objective is None else self._agree(o, y_b)
+                                  for o in (self._edge_run(base, source, keep) for keep in self._invariant_keeps(B))],
+                                 default=1.0) * B
             hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
