@@ -25,7 +25,12 @@ SPEC = {
     "dataset": {"train_size": 5000},  # counterfactual pairs (validation and test 1,000 each): keeps the repo small
     "low_level": {
         "architecture": "interpbench",
-        "correspondence": "same-index"
+        "correspondence": "same-index",
+        "deviation": {
+            "d_model": 48,
+            "d_head": 12,
+            "reason": "at d_model 24 the complement stayed at 17-23 % within 300 s, led by the value input of the SelectorWidth head (input->a0.h0<v>, which the Tracr program reads only at BOS: 13.6 % of outputs alone); case 18, with the same symptom, reached every gate at 48/12"
+        }
     },
     "training": {
         "algorithm": "summed",
