@@ -285,3 +285,14 @@ def test_bench_case_sets_name_the_released_models():
             _parse_cases("appendix-h")
     with pytest.raises(UsageError, match="empty"):
         _parse_cases(" , ")
+
+
+def test_bench_scores_name_the_hub_snapshot_they_came_from(tmp_path):
+    # a pulled model's scores say which repository and commit (the inverse of repo_folder_name)
+    from cbench.cache import repo_folder_name, snapshot_of_path
+    from cbench.hub import RepoRef
+
+    folder = repo_folder_name(RepoRef("cbench/case-3", "model"))
+    sha = "a" * 40
+    assert snapshot_of_path(tmp_path / folder / "snapshots" / sha) == ("cbench/case-3", sha)
+    assert snapshot_of_path(tmp_path / "toy") is None

@@ -80,6 +80,16 @@ def repo_folder_name(ref: RepoRef) -> str:
     return f"{ref.repo_type}s--" + ref.repo_id.replace("/", "--")
 
 
+def snapshot_of_path(path: str | os.PathLike) -> tuple[str, str] | None:
+    """(repo id, commit sha) of a model snapshot directory in cache layout
+    (``.../models--org--name/snapshots/<sha>``, the inverse of :func:`repo_folder_name`), else None."""
+    path = Path(path)
+    folder = path.parent.parent.name
+    if path.parent.name != "snapshots" or not folder.startswith("models--"):
+        return None
+    return folder[len("models--"):].replace("--", "/", 1), path.name
+
+
 class Cache:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root).expanduser() if root is not None else default_cache_dir()

@@ -140,16 +140,13 @@ def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signa
     :func:`~cbench.scoring.ground_truth.score_against_truth` ranks (|score|, max over q/k/v when
     promoted, the same labels), all draws at once."""
     from cbench.discovery.random_scores import draw
-    from cbench.scoring.ground_truth import edge_labels
+    from cbench.scoring.ground_truth import edge_labels, head_level_scores
     from cbench.scoring.statistics import auroc_rows
 
     lab = edge_labels(graph, truth, no_signal=no_signal, include_no_signal=include_no_signal)
-    vals = np.abs(np.stack([draw(graph.n_edges, seed + k) for k in range(n_seeds)]))
-    head_of = {n: i for i, n in enumerate(graph.head_edge_names)}
-    idx = np.fromiter((head_of[f"{e.src}->{e.dst}"] for e in graph.edges), dtype=np.int64, count=graph.n_edges)
-    heads = np.full((len(head_of), n_seeds), -np.inf)
-    np.maximum.at(heads, idx, vals.T)  # promoted: max |score| over a head edge's q/k/v edges
-    promoted = auroc_rows(heads.T[:, lab.head_keep], lab.head_labels[lab.head_keep])
+    scores = np.stack([draw(graph.n_edges, seed + k) for k in range(n_seeds)])
+    vals, heads = np.abs(scores), head_level_scores(graph, scores)
+    promoted = auroc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
     qkv = auroc_rows(vals[:, lab.edge_keep], lab.edge_labels[lab.edge_keep]) if lab.qkv else promoted
     return np.stack([qkv, promoted], axis=1)
 
@@ -163,11 +160,9 @@ def model_sha256(artifact) -> str | None:
 def _model_ref(artifact) -> dict:
     """``model`` of a bench scores document: the hub repository and commit when the artifact is a
     snapshot in the Hugging Face cache (``models--<org>--<name>/snapshots/<sha>``), else null."""
-    path = Path(artifact.path)
-    repo = revision = None
-    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
-        repo = path.parent.parent.name[len("models--"):].replace("--", "/", 1)
-        revision = path.name
+    from cbench.cache import snapshot_of_path
+
+    repo, revision = snapshot_of_path(artifact.path) or (None, None)
     return {"repo": repo, "revision": revision, "kind": artifact.model_kind}
 
 
