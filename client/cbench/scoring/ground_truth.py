@@ -97,17 +97,16 @@ def _edge_vector(graph: Graph, doc: Mapping) -> tuple[np.ndarray, np.ndarray]:
 
 
 def head_level_scores(graph: Graph, scores: np.ndarray, signed: bool = False) -> np.ndarray:
-    """Scores over ``graph.head_edge_names``: max |score| over q/k/v (or max signed score)."""
+    """Scores over ``graph.head_edge_names``: max |score| over q/k/v (or max signed score). Leading
+    dimensions are kept (``[n, n_edges]`` -> ``[n, n_head_edges]``: many score vectors at once)."""
     scores = np.asarray(scores, dtype=np.float64)
     graph.check_mask(scores)
     index = {n: i for i, n in enumerate(graph.head_edge_names)}
-    out = np.full(len(index), -np.inf)
+    idx = np.fromiter((index[f"{e.src}->{e.dst}"] for e in graph.edges), dtype=np.int64, count=graph.n_edges)
     vals = scores if signed else np.abs(scores)
-    for e, v in zip(graph.edges, vals):
-        j = index[f"{e.src}->{e.dst}"]
-        if v > out[j]:
-            out[j] = v
-    return out
+    out = np.full((len(index),) + vals.shape[:-1], -np.inf)
+    np.maximum.at(out, idx, np.moveaxis(vals, -1, 0))
+    return np.moveaxis(out, 0, -1)
 
 
 def node_scores_from_edges(graph: Graph, head_scores: np.ndarray) -> np.ndarray:
