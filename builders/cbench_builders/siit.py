@@ -839,9 +839,9 @@ class SIITTrainer:
                 # ... and so must the outputs with one ignored edge ablated (with an objective, e.g.
                 # IOI's: its own agreement with the labels; it counted 0 before, so the stop rule
                 # could never hold)
-                agree_inv += min([self._same(o, clean) if self.objective is None else self._agree(o, y_b)
-                                  for o in (self._edge_run(base, source, keep) for keep in self._invariant_keeps(B))],
-                                 default=1.0) * B
+                outs = (self._edge_run(base, source, keep) for keep in self._invariant_keeps(B))
+                held = [self._same(o, clean) if self.objective is None else self._agree(o, y_b) for o in outs]
+                agree_inv += min(held, default=1.0) * B
             hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
