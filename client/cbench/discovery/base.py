@@ -130,28 +130,29 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
     base = rt.tokens_tensor(data.base)
     paired = (ablation == "resample" and data.source is not None
               and tuple(torch.as_tensor(data.source).shape) == tuple(base.shape))
+    # EAP-IG-inputs with resample ablation gets the ablated outputs from its alpha = 0 rows
+    # (exactly the run on the source inputs), so the separate pass is left to whoever asks;
+    # methods that ablate nothing (IFR) never ask
+    lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
     ablated = None
-    if method == "acdc" and metric_name in ("kl", "l2") and paired:
-        # ACDC compares outputs with the clean ones through KL/L2 only (no argmax that an exact
-        # tie could flip) and its incremental state is not the bit-exact pass anyway: one pass
-        # over base and source rows together gives the clean and the ablated outputs, computed
-        # the same way (so a node's clean and ablated outputs are equal exactly when they should be)
-        with torch.no_grad():
+    # one fused pass (not the model's own order of operations) gives the clean outputs and every
+    # node's clean output, and with paired sources their ablated outputs too: computed the same
+    # way, a node's clean and ablated outputs are equal exactly when they should be. Where the
+    # clean argmax is the reference (ce without labels), rows near a tie are rerun exactly.
+    with torch.no_grad():
+        if paired and not lazy:
             clean, clean_acts, ablated = rt.paired_outputs(base, data.source)
-    else:
-        with torch.no_grad():
-            res = rt.run(base, keep_acts=True)  # the unpatched pass (bit-exact outputs) and every node's output
-        clean, clean_acts = res.output, res.acts
+        else:
+            res = rt.plain_pass(base)
+            clean, clean_acts = res.output, res.acts
+        if data.task_type == "categorical" and data.labels is None and metric_name == "ce":
+            clean = rt.clean_for_reference(base, clean, data.valid)
     labels = data.labels
     if metric_name in ("kl", "l2"):
         labels = None
     m = make_metric(metric_name, data.task_type, clean_outputs=clean, labels=labels, valid=data.valid)
     if ablation == "optimal":
         ablated = optimal_ablated(rt, data, base, clean, progress)
-    # EAP-IG-inputs with resample ablation gets the ablated outputs from its alpha = 0 rows
-    # (exactly the run on the source inputs), so the separate pass is left to whoever asks;
-    # methods that ablate nothing (IFR) never ask
-    lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
     if ablated is None and not lazy:
         ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
     return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts,

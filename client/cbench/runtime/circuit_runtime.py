@@ -114,6 +114,8 @@ class CircuitRuntime:
     clean = clean_pass.clean
     node_outputs = clean_pass.node_outputs
     paired_outputs = clean_pass.paired_outputs
+    plain_pass = clean_pass.plain_pass
+    clean_for_reference = clean_pass.clean_for_reference
     # ablated activations (ablations.py)
     ablated_outputs = ablations.ablated_outputs
     # edge- and node-masked runs (masked_forward.py)

@@ -20,8 +20,27 @@ if TYPE_CHECKING:
 
 @torch.no_grad()
 def clean(rt: CircuitRuntime, tokens) -> torch.Tensor:
-    """The unpatched model's outputs ``[B, P, d_vocab_out]`` (same numbers as the model)."""
-    return forward_resid(rt, tokens_tensor(rt, tokens)).output
+    """The unpatched model's outputs ``[B, P, d_vocab_out]`` (same numbers as the model), in
+    passes of as many rows as :func:`exact_rows_per_pass` allows (each row is its own
+    computation, so the chunks change no number)."""
+    tokens = tokens_tensor(rt, tokens)
+    step = exact_rows_per_pass(rt, tokens.shape[1])
+    if tokens.shape[0] <= step:
+        return forward_resid(rt, tokens).output
+    return torch.cat([forward_resid(rt, tokens[s:s + step]).output for s in range(0, tokens.shape[0], step)])
+
+
+def exact_rows_per_pass(rt: CircuitRuntime, positions: int) -> int:
+    """Rows per pass of the exact (TransformerLens-order) forward within ``CBENCH_MEMORY_MB``: its
+    largest temporaries per row are the heads' products before the sum over d_head
+    (``P x H x d_head x D``, TransformerLens's ``hook_result`` arithmetic) and the per-head q/k/v
+    inputs (``P x 3H x D``, normalised)."""
+    from cbench.runtime.memory import budget_bytes
+
+    H, D = rt.n_heads, rt.d_model
+    dh = getattr(rt.cfg, "d_head", D // max(H, 1))
+    per_row = positions * (2 * H * dh * D + 3 * 3 * H * D) * rt.dtype.itemsize
+    return max(1, int(budget_bytes() // max(per_row, 1)))
 
 
 @torch.no_grad()
@@ -47,11 +66,14 @@ def paired_outputs(rt: CircuitRuntime, base, source) -> tuple[torch.Tensor, torc
 def plain_pass(rt: CircuitRuntime, tokens: torch.Tensor) -> RunResult:
     """The unpatched pass with every node's output (not bit-exact): the residual stream, with
     each layer's q/k/v projections fused in one matrix product (per-head inputs are all the
-    residual stream here, so they are not materialised)."""
+    residual stream here, so they are not materialised). The node outputs are written into one
+    ``[n_forward, B, P, D]`` tensor as they are computed (no second copy at the end)."""
     B, P = tokens.shape
     H, D = rt.n_heads, rt.d_model
     resid = embed(rt, tokens)
-    chunks = [resid[None]]
+    acts = torch.empty(rt.n_forward, B, P, D, dtype=resid.dtype, device=resid.device)
+    acts[0] = resid
+    f = 1
     future = future_mask(rt, P, resid.device) if rt.causal else None
     for layer in range(rt.n_layers):
         blk = rt.model.blocks[layer]
@@ -65,8 +87,40 @@ def plain_pass(rt: CircuitRuntime, tokens: torch.Tensor) -> RunResult:
             scores = scores.masked_fill(future, float(attn.IGNORE))
         pattern = torch.softmax(scores, dim=-1)
         pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
-        heads = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]
-        chunks.append(heads)
+        acts[f:f + H] = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]
+        heads = acts[f:f + H]
+        f += H
         attn_out = heads.sum(0) + attn.b_O
-        resid = add_mlp(rt, layer, resid, attn_out, chunks)
-    return RunResult(unembed(rt, resid), torch.cat(chunks, 0))
+        outputs: list = []
+        resid = add_mlp(rt, layer, resid, attn_out, outputs)
+        if outputs:
+            acts[f] = outputs[0][0]
+            f += 1
+    return RunResult(unembed(rt, resid), acts)
+
+
+# a categorical output whose two largest logits are this close (relative) may rank them
+# differently in the fused pass than in the model's own arithmetic: such rows are rerun exactly
+TIE_RTOL = 1e-4
+
+
+@torch.no_grad()
+def clean_for_reference(rt: CircuitRuntime, tokens: torch.Tensor, outputs: torch.Tensor,
+                        valid: torch.Tensor | None = None) -> torch.Tensor:
+    """``outputs`` (of a fused pass over ``tokens``) with the rows that hold a near-tie between
+    their two largest logits at a valid position replaced by the model's exact outputs
+    (:func:`clean`), so the clean model's argmax is the model's own; other rows as given.
+    Tracr models tie exactly; a random or trained model rarely comes close, and then nothing
+    is rerun."""
+    if outputs.shape[-1] < 2:
+        return outputs
+    top = outputs.topk(2, dim=-1).values
+    near = (top[..., 0] - top[..., 1]) <= TIE_RTOL * (1.0 + top[..., 0].abs())
+    if valid is not None:
+        near &= torch.as_tensor(valid, device=near.device).bool()
+    rows = near.any(-1).nonzero().flatten()
+    if len(rows) == 0:
+        return outputs
+    out = outputs.clone()
+    out[rows] = clean(rt, tokens[rows])
+    return out

@@ -178,31 +178,47 @@ def fast_input_gradients(rt: CircuitRuntime, tokens, nm, ablated, metric_fn, sum
             t = torch.cat([t.new_zeros(t.shape[0], t.shape[1], o, D), t], 2)
         return t
 
-    rows = []
-    gi = 0
-    for layer in range(rt.n_layers):
-        blk = rt.model.blocks[layer]
-        _W, _b, w_rows = qkv_weights(rt, layer)
-        gq = grads[gi]  # [B, Pm, 3, H, dh]
-        gi += 1
-        identity = type(blk.ln1).__name__ == "Identity"
-        if identity and sum_steps is not None:
-            G, Z = sum_steps
-            gq = gq.reshape(G, Z, -1, Pm, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
-        b_rows = gq.shape[0]
-        g3 = gq.reshape(b_rows * Pm, 3 * H, -1).transpose(0, 1)  # [3H, b*Pm, dh]
-        g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, Pm, D)
-        if identity:
-            rows.append(torch.cat([g_ln.new_zeros(3 * H, b_rows, o, D), g_ln], 2) if o else g_ln)
-        else:
-            rows.append(fold(ln_vjp(blk.ln1, resids[layer], g_ln)))
-        if rt.has_mlp:
-            rows.append(fold(grads[gi][None]))
+    # mapping the gradients back is arithmetic on them, not part of any graph: under no_grad (or
+    # ln.w, a parameter, would tie every pass's temporaries to the caller's running sums), each
+    # destination's rows written into one preallocated [n_backward, B', P, D] tensor
+    with torch.no_grad():
+        out_rows = B // sum_steps[1] if sum_steps is not None else B
+        result = torch.empty(rt.n_backward, out_rows, P, D, dtype=grads[-1].dtype, device=grads[-1].device)
+        k = 0
+
+        def put(t):
+            nonlocal k
+            result[k:k + t.shape[0]] = t
+            k += t.shape[0]
+
+        gi = 0
+        for layer in range(rt.n_layers):
+            blk = rt.model.blocks[layer]
+            _W, _b, w_rows = qkv_weights(rt, layer)
+            gq = grads[gi]  # [B, Pm, 3, H, dh]
             gi += 1
-    rows.append(fold(grads[gi][None]))
+            identity = type(blk.ln1).__name__ == "Identity"
+            if identity and sum_steps is not None:
+                G, Z = sum_steps
+                gq = gq.reshape(G, Z, -1, Pm, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
+            b_rows = gq.shape[0]
+            g3 = gq.reshape(b_rows * Pm, 3 * H, -1).transpose(0, 1)  # [3H, b*Pm, dh]
+            g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, Pm, D)
+            if identity:
+                if o:
+                    result[k:k + 3 * H, :, :o] = 0.0
+                result[k:k + 3 * H, :, o:] = g_ln
+                k += 3 * H
+            else:
+                put(fold(ln_vjp(blk.ln1, resids[layer], g_ln)))
+            if rt.has_mlp:
+                put(fold(grads[gi][None]))
+                gi += 1
+        put(fold(grads[gi][None]))
+        grads = result
     if block is not None:
-        return torch.cat(rows, 0), float(value.detach()), torch.cat(block, 0)
-    return torch.cat(rows, 0), float(value.detach())
+        return grads, float(value.detach()), torch.cat(block, 0)
+    return grads, float(value.detach())
 
 
 def first_position_shared(rt: CircuitRuntime, tokens, emb, nm, ablated) -> bool:
