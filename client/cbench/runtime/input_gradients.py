@@ -10,7 +10,7 @@ import torch
 
 from cbench.errors import UsageError
 from cbench.runtime.ablations import ablated_outputs
-from cbench.runtime.layer_norm import ln_kind, ln_vjp
+from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.layers import add_mlp, embed, future_mask, mlp, unembed
 from cbench.runtime.masked_forward import run
 from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_tensor, tokens_tensor
@@ -203,14 +203,16 @@ def fast_input_gradients(rt: CircuitRuntime, tokens, nm, ablated, metric_fn, sum
                 gq = gq.reshape(G, Z, -1, Pm, 3, H, gq.shape[-1]).sum(1).flatten(0, 1)
             b_rows = gq.shape[0]
             g3 = gq.reshape(b_rows * Pm, 3 * H, -1).transpose(0, 1)  # [3H, b*Pm, dh]
-            g_ln = torch.bmm(g3, w_rows.transpose(1, 2)).view(3 * H, b_rows, Pm, D)
-            if identity:
-                if o:
-                    result[k:k + 3 * H, :, :o] = 0.0
-                result[k:k + 3 * H, :, o:] = g_ln
+            ln_in = resids[layer].reshape(-1, D)
+            if identity and o:
+                result[k:k + 3 * H, :, :o] = 0.0
+                result[k:k + 3 * H, :, o:] = projected_ln_vjp(blk.ln1, ln_in, g3, w_rows).view(3 * H, b_rows, Pm, D)
+                k += 3 * H
+            elif identity or (sum_steps is None and not o):  # written in place
+                projected_ln_vjp(blk.ln1, ln_in, g3, w_rows, out=result[k:k + 3 * H].view(3 * H, b_rows * Pm, D))
                 k += 3 * H
             else:
-                put(fold(ln_vjp(blk.ln1, resids[layer], g_ln)))
+                put(fold(projected_ln_vjp(blk.ln1, ln_in, g3, w_rows).view(3 * H, b_rows, Pm, D)))
             if rt.has_mlp:
                 put(fold(grads[gi][None]))
                 gi += 1
