@@ -1,7 +1,8 @@
 """Time and peak memory of one call inside a long-lived process, for ``bench_scale.py`` and
 ``scale_autocircuit.py`` (no cbench import: the auto-circuit venv runs it too).
 
-Peak memory: Linux keeps a process's resident high-water mark (``VmHWM``); writing ``5`` to
+Peak memory: before each call the C heap's free lists are returned to the system
+(``malloc_trim``), then Linux keeps a process's resident high-water mark (``VmHWM``); writing ``5`` to
 ``/proc/self/clear_refs`` resets it to the current RSS, so each call's peak is measured on its
 own after the previous calls freed their tensors (torch returns large blocks to the system).
 ``added`` is that peak minus the RSS before the call. A GPU run reports
@@ -27,6 +28,18 @@ def _status_mb(key: str) -> float:
     return float("nan")
 
 
+def trim_heap() -> None:
+    """Return the C heap's free memory to the system (glibc ``malloc_trim``), so the resident
+    size before a call is what is alive, not what earlier calls freed into the allocator's free
+    lists (blocks under glibc's mmap threshold are otherwise kept: the floor left ~2.9 GB)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def reset_peak() -> bool:
     try:
         Path("/proc/self/clear_refs").write_text("5")
@@ -49,6 +62,7 @@ def measure(fn, repeat: int = 1, timeout: float | None = None, cuda: bool = Fals
     import torch
 
     gc.collect()
+    trim_heap()
     rss0 = _status_mb("VmRSS")
     resettable = reset_peak()
     if cuda:
@@ -65,8 +79,10 @@ def measure(fn, repeat: int = 1, timeout: float | None = None, cuda: bool = Fals
             if cuda:
                 torch.cuda.synchronize()
             times.append((time.perf_counter() - t, time.process_time() - c))
-    except TimeLimit:
-        return {"error": f"not done in {timeout:.0f} s of CPU"}
+    except TimeLimit:  # the peak so far still tells how much memory the method holds
+        peak = _status_mb("VmHWM")
+        return {"error": f"not done in {timeout:.0f} s of CPU", "cpu_s_limit": timeout, "peak_mb": peak,
+                "added_mb": max(0.0, peak - rss0) if resettable else float("nan")}
     except Exception as e:  # noqa: BLE001 - reported in the table, the run goes on
         return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"}
     finally:
