@@ -58,7 +58,11 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 AC_VERSION = "1.0.1"
 TORCH_VERSION = "2.13.0"
-SIZES = ("siit", "6x4", "gpt2")
+SIZES = ("siit", "6x4", "gpt2", "gpt2-20")
+# gpt2-20: the GPT-2 shape on the first 20 of the pairs, EAP and EAP-IG-inputs only, for a ratio
+# to auto-circuit where it cannot hold 100 pairs (its EAP passed 20 GB there)
+SMALL_N = {"gpt2-20": 20}
+SMALL_METHODS = ("eap", "eap-ig-inputs")
 SEQ_LEN = 16
 SHAPES = {
     "6x4": dict(n_layers=6, n_heads=4, d_model=64, d_head=16, d_mlp=256, d_vocab=512),
@@ -102,13 +106,14 @@ def prepare_size(size: str, workdir: Path, n: int) -> Path:
         data = sample_pairs(art.meta, n, seed=0)
         task = data.task_type
     else:
-        shape = SHAPES[size]
+        shape = SHAPES[size.split("-")[0]]
         cfg = dict(shape, n_ctx=SEQ_LEN, act_fn="gelu_new", attn_only=False, attention_dir="causal",
                    normalization_type="LN", seed=0, dtype="float32")
         model = build_model(cfg)
         g = torch.Generator().manual_seed(0)
-        base = torch.randint(1, shape["d_vocab"], (n, SEQ_LEN), generator=g)
-        source = torch.randint(1, shape["d_vocab"], (n, SEQ_LEN), generator=g)
+        full = max(n, 100)  # drawn for 100 pairs, so a smaller size holds the first of the same pairs
+        base = torch.randint(1, shape["d_vocab"], (full, SEQ_LEN), generator=g)[:n]
+        source = torch.randint(1, shape["d_vocab"], (full, SEQ_LEN), generator=g)[:n]
         base[:, 0] = source[:, 0] = 0
         valid = torch.ones(n, SEQ_LEN, dtype=torch.bool)
         valid[:, 0] = False
@@ -218,13 +223,23 @@ def ensure_ac_venv(venv: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------- the parent
-def run_child(cmd: list[str], n_calls: int, timeout: float, nice: int) -> dict[str, dict]:
+def run_child(cmd: list[str], n_calls: int, timeout: float, nice: int, memory_gb: float | None = None) -> dict[str, dict]:
     """Run a measuring child, return ``{method: result}`` from its JSON lines (what it printed
-    before a failure too; a method it never reached gets the failure's message)."""
+    before a failure too; a method it never reached gets the failure's message). ``memory_gb``:
+    the child's address-space limit, so a tool that needs more fails on its own allocation
+    (reported) instead of bringing the kernel's out-of-memory killer onto the machine."""
     full = (["nice", "-n", str(nice)] if nice else []) + cmd
     err = None
+
+    def limit():
+        import resource
+
+        cap = int(memory_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
     try:
-        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout * n_calls * 40 + 3600, env=env())
+        p = subprocess.run(full, capture_output=True, text=True, timeout=timeout * n_calls * 40 + 3600, env=env(),
+                           preexec_fn=limit if memory_gb else None)
         out, code, stderr = p.stdout, p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -233,6 +248,8 @@ def run_child(cmd: list[str], n_calls: int, timeout: float, nice: int) -> dict[s
     for line in out.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
+            if memory_gb and "can't allocate memory" in r.get("error", ""):
+                r["error"] = f"out of memory (its {memory_gb:g} GB address-space limit)"
             res[r.pop("method")] = r
     if code != 0 and err is None:
         tail = [x for x in (stderr or "").strip().splitlines() if x.strip()][-1:]
@@ -270,15 +287,17 @@ def markdown(rows: list[dict], header: str) -> str:
 
 def measure_size(size: str, d: Path, methods: list[str], args, device: str, ac_py) -> list[dict]:
     """The rows of one size: auto-circuit's process, then cbench's (floor and every method)."""
-    repeat = args.repeat or (1 if size == "gpt2" else 3)
-    timeout = args.gpt2_timeout if size == "gpt2" and args.gpt2_timeout else args.timeout
+    big = size.startswith("gpt2")
+    repeat = args.repeat or (1 if big else 3)
+    timeout = args.gpt2_timeout if big and args.gpt2_timeout else args.timeout
     ac: dict = {}
     ac_methods = [m for m in AC_METHODS if any(AC_OF.get(x) == m for x in methods)]
 
     def run_ac():
         if ac_py is not None and ac_methods:
             ac.update(run_child([str(ac_py), str(HERE / "scale_autocircuit.py"), str(d), ",".join(ac_methods),
-                                 str(repeat), device, str(timeout)], len(ac_methods), timeout, args.nice))
+                                 str(repeat), device, str(timeout)], len(ac_methods), timeout, args.nice,
+                                memory_gb=args.ac_memory_gb))
             print(f"[{size}] auto-circuit: {ac}", flush=True)
 
     import threading
@@ -318,6 +337,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=1800.0, help="CPU seconds per measured call")
     ap.add_argument("--gpt2-timeout", type=float, default=None, help="CPU seconds per call on the gpt2 size "
                     "(default: --timeout); a call cut there still reports its peak memory so far")
+    ap.add_argument("--ac-memory-gb", type=float, default=14.0, help="auto-circuit's address-space limit "
+                    "(its GPT-2-shape EAP on 100 pairs passed 20 GB; past the limit it fails on an allocation)")
     ap.add_argument("--nice", type=int, default=15)
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--workdir", type=Path, default=ROOT / "build" / "bench-scale")
@@ -348,13 +369,13 @@ def main(argv=None):
     ac_py = None if args.no_autocircuit else ensure_ac_venv(args.ac_venv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load0 = os.getloadavg()[0]
-    per_size = {size: methods for size in sizes}
+    per_size = {size: [m for m in methods if m in SMALL_METHODS] if size in SMALL_N else methods for size in sizes}
     if args.gpt2_methods and "gpt2" in per_size:
         per_size["gpt2"] = args.gpt2_methods.split(",")
     results: dict[str, list[dict]] = {}
 
     def one_size(size):
-        d = prepare_size(size, args.workdir, args.n_examples)
+        d = prepare_size(size, args.workdir, SMALL_N.get(size, args.n_examples))
         results[size] = measure_size(size, d, per_size[size], args, device, ac_py)
 
     if args.parallel:  # one thread per size, each waiting on its own measuring processes
@@ -370,7 +391,8 @@ def main(argv=None):
             one_size(size)
     rows = [r for size in sizes for r in results[size]]
     load1 = os.getloadavg()[0]
-    header = (f"bench_scale.py, {started}, device {device}, {args.n_examples} pairs, one torch thread per "
+    header = (f"bench_scale.py, {started}, device {device}, {args.n_examples} pairs (gpt2-20: the first 20), one "
+              f"torch thread per "
               f"process, nice {args.nice}; load average {load0:.1f} at the start, {load1:.1f} at the end "
               f"(a shared machine: CPU times, ratios within this run)")
     md = markdown(rows, header)

@@ -19,7 +19,7 @@ import torch
 
 from cbench.errors import UsageError
 from cbench.graph import Graph
-from cbench.metrics import Metric, check_metric, default_metric, make_metric
+from cbench.metrics import Metric, check_metric, default_metric, make_metric, metric_slice
 from cbench.runtime import ABLATIONS, CircuitRuntime, as_runtime
 from cbench.task_data import TaskData
 
@@ -90,22 +90,67 @@ def validate_params(method: str, spec: Mapping[str, Param], given: Mapping[str, 
 # ---------------------------------------------------------------------------- context
 @dataclass
 class Context:
-    """Everything a method needs, prepared once."""
+    """Everything a method needs, prepared once. The clean pass over ``data.base`` (its outputs,
+    every node's output, and the metric bound to them) runs when first asked for: methods whose
+    own gradient pass is at the clean point (EAP, NAP) take them from that pass instead
+    (:func:`clean_point_gradients`) and never run it."""
 
     runtime: CircuitRuntime
     data: TaskData
     metric_name: str
-    metric: Metric  # bound to the clean outputs / labels of data.base
     ablation: str
     _ablated: torch.Tensor | None  # [F, B|1, P|1, D]; None: computed when first asked for
-    clean_outputs: torch.Tensor
     progress: bool = True
-    clean_acts: torch.Tensor | None = None  # [F, B, P, D] node outputs on data.base
     reference_is_clean: bool = False  # the metric compares with the clean model (no labels, or kl/l2)
+    metric_labels: torch.Tensor | None = None  # what the metric compares with (None: the clean model)
+    _clean: tuple[torch.Tensor, torch.Tensor] | None = None  # (outputs [B, P, V], node outputs [F, B, P, D])
+    _metric: Metric | None = None
 
     @property
     def graph(self) -> Graph:
         return self.runtime.graph
+
+    @property
+    def clean_outputs(self) -> torch.Tensor:
+        """The clean model's outputs on ``data.base`` (near-tie rows exact, see :meth:`reference_outputs`)."""
+        return self._clean_pass()[0]
+
+    @property
+    def clean_acts(self) -> torch.Tensor:
+        """Every node's output on ``data.base`` ``[F, B, P, D]``."""
+        return self._clean_pass()[1]
+
+    def _clean_pass(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._clean is None:
+            base = self.runtime.tokens_tensor(self.data.base)
+            with torch.no_grad():
+                res = self.runtime.plain_pass(base)
+            self._clean = (self.reference_outputs(base, res.output), res.acts)
+        return self._clean
+
+    def reference_outputs(self, tokens: torch.Tensor, outputs: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Clean ``outputs`` of a fused pass over ``tokens`` (examples ``start..``) as the metric's
+        reference: where that is the clean argmax (ce without labels), rows near a tie are rerun
+        in the model's own arithmetic (:meth:`CircuitRuntime.clean_for_reference`)."""
+        outputs = outputs.detach()
+        if self.data.task_type == "categorical" and self.metric_labels is None and self.metric_name == "ce":
+            valid = None if self.data.valid is None else self.data.valid[start:start + len(tokens)]
+            return self.runtime.clean_for_reference(tokens, outputs, valid)
+        return outputs
+
+    @property
+    def metric(self) -> Metric:
+        """The metric bound to the clean outputs / labels of ``data.base``."""
+        if self._metric is None:
+            self._metric = self.metric_for(self.clean_outputs)
+        return self._metric
+
+    def metric_for(self, clean_outputs: torch.Tensor | None, start: int = 0, stop: int | None = None) -> Metric:
+        """The metric of examples ``start:stop`` bound to ``clean_outputs`` (theirs) or the labels."""
+        labels = None if self.metric_labels is None else torch.as_tensor(self.metric_labels)[start:stop]
+        valid = None if self.data.valid is None else self.data.valid[start:stop]
+        return make_metric(self.metric_name, self.data.task_type, clean_outputs=clean_outputs, labels=labels,
+                           valid=valid)
 
     @property
     def ablated(self) -> torch.Tensor:
@@ -121,6 +166,10 @@ class Context:
         self._ablated = value
 
 
+# methods whose gradient pass is at the clean point: they take the clean outputs from it
+OWN_CLEAN_PASS = ("eap", "nap")
+
+
 def prepare(model, data: TaskData, method: str, metric: str | None = None, ablation: str = "resample",
             progress: bool = True) -> Context:
     rt = as_runtime(model)
@@ -130,33 +179,57 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
     base = rt.tokens_tensor(data.base)
     paired = (ablation == "resample" and data.source is not None
               and tuple(torch.as_tensor(data.source).shape) == tuple(base.shape))
+    labels = None if metric_name in ("kl", "l2") else data.labels
+    ctx = Context(rt, data, metric_name, ablation, None, progress,
+                  reference_is_clean=labels is None and metric_name in ("kl", "l2", "mae", "mse"),
+                  metric_labels=labels)
     # EAP-IG-inputs with resample ablation gets the ablated outputs from its alpha = 0 rows
     # (exactly the run on the source inputs), so the separate pass is left to whoever asks;
     # methods that ablate nothing (IFR) never ask
     lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
-    ablated = None
-    # one fused pass (not the model's own order of operations) gives the clean outputs and every
-    # node's clean output, and with paired sources their ablated outputs too: computed the same
-    # way, a node's clean and ablated outputs are equal exactly when they should be. Where the
-    # clean argmax is the reference (ce without labels), rows near a tie are rerun exactly.
-    with torch.no_grad():
-        if paired and not lazy:
-            clean, clean_acts, ablated = rt.paired_outputs(base, data.source)
-        else:
-            res = rt.plain_pass(base)
-            clean, clean_acts = res.output, res.acts
-        if data.task_type == "categorical" and data.labels is None and metric_name == "ce":
-            clean = rt.clean_for_reference(base, clean, data.valid)
-    labels = data.labels
-    if metric_name in ("kl", "l2"):
-        labels = None
-    m = make_metric(metric_name, data.task_type, clean_outputs=clean, labels=labels, valid=data.valid)
+    if method in OWN_CLEAN_PASS and ablation != "optimal":
+        pass  # the clean pass is theirs; the ablated outputs below
+    elif paired and not lazy:
+        # one fused pass (not the model's own order of operations) over base and source rows gives
+        # the clean outputs, every node's clean output and their ablated outputs: computed the same
+        # way, a node's clean and ablated outputs are equal exactly when they should be
+        with torch.no_grad():
+            clean, clean_acts, ctx.ablated = rt.paired_outputs(base, data.source)
+        ctx._clean = (ctx.reference_outputs(base, clean), clean_acts)
+    else:
+        ctx.clean_acts  # noqa: B018 - the clean pass, now (methods expect it done)
     if ablation == "optimal":
-        ablated = optimal_ablated(rt, data, base, clean, progress)
-    if ablated is None and not lazy:
-        ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
-    return Context(rt, data, metric_name, m, ablation, ablated, clean, progress, clean_acts,
-                   reference_is_clean=labels is None and metric_name in ("kl", "l2", "mae", "mse"))
+        ctx.ablated = optimal_ablated(rt, data, base, ctx.clean_outputs, progress)
+    if ctx._ablated is None and not lazy:
+        ctx.ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
+    return ctx
+
+
+def clean_point_gradients(ctx: Context, start: int, stop: int, ablated: torch.Tensor, same_pass: bool = False):
+    """One gradient pass of examples ``start:stop`` at the clean point (no node ablated): ``(d
+    metric / d input of every destination [K, n, P, D], every node's clean output [F, n, P, D])``.
+
+    The metric's clean reference comes from the pass's own outputs (``same_pass``: as the
+    reference of a metric that compares with the clean model, which then has exactly zero
+    difference at this point; otherwise the clean argmax for ce, near-tie rows rerun exactly);
+    labels when the metric has them. When the context's clean pass has run already its node
+    outputs are used, as before."""
+    rt = ctx.runtime
+    tokens = rt.tokens_tensor(ctx.data.base[start:stop])
+    own = ctx._clean is None
+
+    def metric_fn(out):
+        if not own:
+            m = metric_slice(ctx.metric, start, stop)
+            return m.same_pass(out, out) if same_pass else m(out)
+        m = ctx.metric_for(ctx.reference_outputs(tokens, out, start), start, stop)  # (labels live where it does)
+        return m.same_pass(out, out) if same_pass else m(out)
+
+    if not own:
+        grads, _ = rt.input_gradients(tokens, metric_fn, ablated=ablated)
+        return grads, ctx.clean_acts[:, start:stop]
+    grads, _, acts = rt.input_gradients(tokens, metric_fn, ablated=ablated, first_block_acts=True)
+    return grads, acts
 
 
 def ablates(method: str) -> bool:

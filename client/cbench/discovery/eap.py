@@ -18,8 +18,7 @@ import time
 
 import torch
 
-from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import metric_slice
+from cbench.discovery.base import COMMON_PARAMS, Context, Param, clean_point_gradients, finish, progress_bar
 from cbench.runtime.memory import rows_per_pass
 
 PARAMS = {
@@ -45,17 +44,10 @@ def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, r
     chunks = list(_chunks(N, min(batch_size, rows_per_pass(rt, P))))  # bounded memory per pass
     bar = progress_bar(len(chunks), "eap", ctx.progress)
     for s, e in chunks:
-        m = metric_slice(ctx.metric, s, e)
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
-        base = ctx.data.base[s:e]
-        if ctx.reference_is_clean:  # the pass is at the clean point: it is its own reference
-            def metric_fn(o, m=m):
-                return m.same_pass(o, o)
-        else:
-            metric_fn = m
-        grads, _ = rt.input_gradients(base, metric_fn, ablated=abl)  # d loss / d input [K, n, P, D]
-        diff = ctx.clean_acts[:, s:e] - abl
-        total += rt.scores_from_input_gradients(diff, grads) * ((e - s) / N)
+        # d loss / d input [K, n, P, D] and the clean node outputs, from one pass at the clean point
+        grads, clean_acts = clean_point_gradients(ctx, s, e, abl, same_pass=ctx.reference_is_clean)
+        total += rt.scores_from_input_gradients(clean_acts - abl, grads) * ((e - s) / N)
         bar.update(1)
     bar.close()
     params = {"batch_size": batch_size, "ablation": ablation, "top_n": top_n, "rel_threshold": rel_threshold}

@@ -34,9 +34,8 @@ import time
 import numpy as np
 import torch
 
-from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
+from cbench.discovery.base import COMMON_PARAMS, Context, Param, clean_point_gradients, finish, progress_bar
 from cbench.discovery.eap_ig import collect_gradients
-from cbench.metrics import metric_slice
 from cbench.runtime.memory import rows_per_pass
 
 GRANULARITIES = ("neuron", "node")
@@ -98,10 +97,9 @@ def run(ctx: Context, batch_size: int, granularity: str = "neuron", ablation: st
     chunks = [(s, min(N, s + per)) for s in range(0, N, per)]
     bar = progress_bar(len(chunks), "nap", ctx.progress)
     for s, e in chunks:
-        m = metric_slice(ctx.metric, s, e)
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
-        grads, _ = rt.input_gradients(ctx.data.base[s:e], lambda o: m(o), ablated=abl)
-        neurons += rt.neuron_scores_from_input_gradients(ctx.clean_acts[:, s:e] - abl, grads) * ((e - s) / N)
+        grads, clean_acts = clean_point_gradients(ctx, s, e, abl)
+        neurons += rt.neuron_scores_from_input_gradients(clean_acts - abl, grads) * ((e - s) / N)
         bar.update(1)
     bar.close()
     params = {"batch_size": batch_size, "granularity": granularity, "ablation": ablation, "top_n": top_n,
