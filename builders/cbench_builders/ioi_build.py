@@ -30,7 +30,8 @@ def _training_config(**kw):
         raise UsageError(f"bad IOI training hyperparameters: {e}") from None
 
 
-def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = None, progress: bool = False):
+def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = None, progress: bool = False,
+          init: str = "default"):
     """Train (or, with ``cfg.epochs == 0``, only load) the IOI model; returns (setup, result or None, times)."""
     from safetensors.torch import load_file
 
@@ -39,7 +40,7 @@ def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = 
     checkpoint = Path(checkpoint)
     if resume and not checkpoint.is_file():
         raise UsageError(f"--resume: no checkpoint at {checkpoint}")
-    s = ioi_model.setup(cfg, n_rows, arch, init_weights=checkpoint if resume else None)
+    s = ioi_model.setup(cfg, n_rows, arch, init_weights=checkpoint if resume else None, init=init)
     if cfg.epochs == 0:
         if not checkpoint.is_file():
             raise UsageError(f"--no-train: no checkpoint at {checkpoint}")
@@ -90,12 +91,18 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
 @click.option("--algorithm", type=click.Choice(["summed", "algorithm-1"]), default="summed", show_default=True)
 @click.option("--edge-weight", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--source-gradients/--no-source-gradients", default=True, show_default=True,
+              help="differentiate the strictness losses through the source run too (lets them reach the "
+                   "ablated node's own weights)")
+@click.option("--init", "init", type=click.Choice(["default", "zero-outputs"]), default="zero-outputs",
+              show_default=True, help="zero-outputs: every MLP's W_out and every head's W_O start at zero")
 @click.option("--target", type=float, default=0.995, show_default=True)
 @click.option("--verify-pairs", type=int, default=200, show_default=True)
 @click.option("--keep-failed", is_flag=True, help="write the artifact even when a gate fails (marked so)")
 @click.option("--progress/--no-progress", default=False)
 def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, batch_size, pairs_per_epoch,
-                  eval_pairs, lr, algorithm, edge_weight, seed, target, verify_pairs, keep_failed, progress):
+                  eval_pairs, lr, algorithm, edge_weight, seed, source_gradients, init, target, verify_pairs, keep_failed,
+                  progress):
     """Train the IOI model (SIIT, InterpBench section 4), verify it and write build/ioi-model/ioi."""
     import os
 
@@ -103,10 +110,10 @@ def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, b
     cfg = _training_config(algorithm=algorithm, lr=lr, batch_size=batch_size, epochs=0 if no_train else epochs,
                            pairs_per_epoch=pairs_per_epoch, eval_pairs=eval_pairs, seed=seed, threads=threads,
                            edge_weight=edge_weight, time_limit_s=time_limit, target=target,
-                           train_size=rows * 8)
+                           train_size=rows * 8, source_gradients=source_gradients)
     prior = _prior_times(checkpoint) if (resume or no_train) else {"runs": [], "wall_s": 0.0, "cpu_s": 0.0}
     try:
-        s, result, times = train(cfg, rows, checkpoint, resume, progress=progress)
+        s, result, times = train(cfg, rows, checkpoint, resume, progress=progress, init=init)
     except BuildError as e:
         raise click.ClickException(str(e)) from None
     if result is not None:

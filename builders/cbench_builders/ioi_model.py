@@ -171,8 +171,24 @@ class IOITrainSetup:
     vocab: dict
 
 
-def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None = None) -> IOITrainSetup:
-    """The trainer, data and models for one IOI training run (``cfg``: a TrainingConfig)."""
+def zero_outputs(ll_model) -> None:
+    """Start every residual write at zero: each MLP's ``W_out``/``b_out`` and each head's ``W_O``/``b_O``.
+
+    Every component then starts out silent and gets its first gradient through its output
+    weights; a component the task does not need has nothing to unlearn before strictness holds."""
+    with torch.no_grad():
+        for block in ll_model.blocks:
+            block.attn.W_O.zero_()
+            block.attn.b_O.zero_()
+            if getattr(block, "mlp", None) is not None:
+                block.mlp.W_out.zero_()
+                block.mlp.b_out.zero_()
+
+
+def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None = None,
+          init: str = "default") -> IOITrainSetup:
+    """The trainer, data and models for one IOI training run (``cfg``: a TrainingConfig; ``init``:
+    ``"default"`` or ``"zero-outputs"`` (:func:`zero_outputs`), for a run that starts from scratch)."""
     from cbench.transformer_lens_adapter import build_model
     from cbench_builders.siit import SIITTrainer
 
@@ -181,6 +197,8 @@ def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None 
     n_ctx = max(max(data.train), max(data.val))
     ll_config = low_level_config(vocab, n_ctx, cfg.seed, arch)
     ll_model = build_model(ll_config)
+    if init == "zero-outputs":
+        zero_outputs(ll_model)
     if init_weights is not None and Path(init_weights).is_file():
         from safetensors.torch import load_file
 

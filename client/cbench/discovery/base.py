@@ -187,17 +187,13 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
     # (exactly the run on the source inputs), so the separate pass is left to whoever asks;
     # methods that ablate nothing (IFR) never ask
     lazy = (method == "eap-ig-inputs" and paired) or not ablates(method)
-    if method in OWN_CLEAN_PASS and ablation != "optimal":
-        pass  # the clean pass is theirs; the ablated outputs below
-    elif paired and not lazy:
+    if paired and not lazy and method not in OWN_CLEAN_PASS:
         # one fused pass (not the model's own order of operations) over base and source rows gives
         # the clean outputs, every node's clean output and their ablated outputs: computed the same
         # way, a node's clean and ablated outputs are equal exactly when they should be
         with torch.no_grad():
             clean, clean_acts, ctx.ablated = rt.paired_outputs(base, data.source)
         ctx._clean = (ctx.reference_outputs(base, clean), clean_acts)
-    else:
-        ctx.clean_acts  # noqa: B018 - the clean pass, now (methods expect it done)
     if ablation == "optimal":
         ctx.ablated = optimal_ablated(rt, data, base, ctx.clean_outputs, progress)
     if ctx._ablated is None and not lazy:
