@@ -9,6 +9,10 @@ Sizes (``--sizes``, comma-separated; default all three):
   1,108 edges;
 * ``gpt2``: the GPT-2-small shape, 12 layers x 12 heads, d_model 768, d_mlp 3072, random
   weights, 32,491 edges (a vocabulary of 1,024 tokens: the graph does not depend on it).
+* ``gpt2-20``: the same model on the first 20 of its pairs, EAP and EAP-IG-inputs only: a ratio
+  to auto-circuit where it cannot hold 100 pairs (auto-circuit runs under an address-space
+  limit, ``--ac-memory-gb``, 14 GB by default, so that it fails on its own allocation rather
+  than bring the kernel's out-of-memory killer onto the machine).
 
 The two random shapes run on ``--n-examples`` (100) random (base, source) pairs of sequence
 length 16, token 0 shared at position 0 (a BOS).
@@ -20,7 +24,8 @@ is timed (wall and CPU, the best of ``--repeat``) and its peak memory measured o
 (``scale_measure.py``: the resident high-water mark reset before the call; "added" is the
 peak minus the resident memory before it, "peak RSS" the whole process's; on a GPU also
 ``torch.cuda.max_memory_allocated``). A call past ``--timeout`` seconds is interrupted and
-reported as such.
+reported as such, with the peak memory it reached until then (``--gpt2-timeout`` sets the limit
+on the GPT-2 sizes apart).
 
 * **floor**: one forward and one backward pass of the plain HookedTransformer on the same batch
   (the loss: cross-entropy against the clean model's answers on the valid positions; backward
