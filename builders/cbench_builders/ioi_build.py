@@ -94,7 +94,7 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
 @click.option("--source-gradients/--no-source-gradients", default=True, show_default=True,
               help="differentiate the strictness losses through the source run too (lets them reach the "
                    "ablated node's own weights)")
-@click.option("--init", "init", type=click.Choice(["default", "zero-outputs"]), default="zero-outputs",
+@click.option("--init", "init", type=click.Choice(["default", "zero-outputs"]), default="default",
               show_default=True, help="zero-outputs: every MLP's W_out and every head's W_O start at zero")
 @click.option("--target", type=float, default=0.995, show_default=True)
 @click.option("--verify-pairs", type=int, default=200, show_default=True)
