@@ -188,6 +188,29 @@ def test_short_training_run_end_to_end(tmp_path):
         train(cfg0, 24, tmp_path / "missing.safetensors", resume=True, arch=arch)
 
 
+def test_zero_output_init_and_source_gradients_options(tmp_path):
+    """``--init zero-outputs`` starts every residual write at zero; ``source_gradients`` (on by
+    default in ``cbench build ioi-model``) is what the trainer receives."""
+    from click.testing import CliRunner
+
+    from cbench_builders.ioi_build import _training_config, build_ioi_cmd
+
+    arch = {"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 32}
+    cfg = _training_config(algorithm="summed", batch_size=16, epochs=0, pairs_per_epoch=32, eval_pairs=8,
+                           edge_weight=1.0, seed=0, threads=1, source_gradients=True)
+    s = ioi_model.setup(cfg, 8, arch, init="zero-outputs")
+    sd = s.ll_model.state_dict()
+    for layer in range(5):
+        for k in ("attn.W_O", "attn.b_O", "mlp.W_out", "mlp.b_out"):
+            assert not sd[f"blocks.{layer}.{k}"].any()
+    assert sd["blocks.0.attn.W_Q"].abs().sum() > 0 and s.trainer.cfg.source_gradients
+    # the default start is TransformerLens's
+    assert ioi_model.setup(cfg, 8, arch).ll_model.state_dict()["blocks.4.mlp.W_out"].abs().sum() > 0
+    r = CliRunner().invoke(build_ioi_cmd, ["--init", "ones", "--checkpoint", str(tmp_path / "c.safetensors")])
+    assert r.exit_code == 2 and "'ones' is not one of 'default', 'zero-outputs'" in r.output
+    assert not (tmp_path / "c.safetensors").exists()
+
+
 def test_bench_table_prints_mibs_published_row_beside_cbenchs():
     from cbench.scoring.bench import PUBLISHED, _markdown, _method_stats
 
