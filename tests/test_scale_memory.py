@@ -30,7 +30,7 @@ REFERENCE = HERE / "data" / "scale_reference_scores.json"
 METHODS_CHECKED = [m for m in METHODS if m != "random"]
 # every method but the trained ones on a short schedule, so the test stays fast
 FAST = {"sp": {"steps": 20}, "edge-sp": {"steps": 20}, "ugs": {"steps": 20}}
-CHUNKED = ("eap", "eap-ig-inputs", "eap-ig-activations", "nap", "nap-ig", "ifr")
+CHUNKED = ("eap", "eap-ig-inputs", "eap-ig-activations", "nap", "nap-ig", "ifr", "activation-patching")
 
 
 def _models():
@@ -86,6 +86,7 @@ def test_a_tiny_memory_budget_splits_the_passes_and_keeps_the_scores(current, mo
     model = _models()["ln-3x3"]
     rt = CircuitRuntime(model)
     assert memory.rows_per_pass(rt, data.base.shape[1]) < data.n_examples  # the budget really splits
+    assert memory.masked_rows_per_pass(rt, data.base.shape[1]) < data.n_examples  # (the masked pass's too)
     for m in CHUNKED:
         _close(discover(rt, data, m, {}, progress=False).scores, current["ln-3x3"][m], f"chunked {m}")
 

@@ -2,7 +2,9 @@
 
 score(e) = loss(all edges but e) - loss(full model), exactly, for every edge. Masks with one
 zero each are put on a batch dimension, so one forward pass evaluates many edges
-(``rows_per_pass`` rows = masks x examples).
+(``rows_per_pass`` rows = masks x examples, and at most what fits ``CBENCH_MEMORY_MB``,
+:func:`cbench.runtime.memory.masked_rows_per_pass`; where one mask's examples do not fit, its
+examples are split and the metric, a mean over examples, summed over the parts).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import time
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
+from cbench.metrics import metric_slice
+from cbench.runtime.memory import masked_rows_per_pass
 
 PARAMS = {
     "rows_per_pass": Param(int, 8192, low=1, doc="rows (edges x examples) per forward pass"),
@@ -26,17 +30,29 @@ def run(ctx: Context, rows_per_pass: int, ablation: str = "resample", top_n=None
     rt = ctx.runtime
     E = rt.n_edges
     N = ctx.data.n_examples
-    per = max(1, rows_per_pass // max(N, 1))
+    P = rt.tokens_tensor(ctx.data.base[:1]).shape[1]
+    rows = min(rows_per_pass, masked_rows_per_pass(rt, P))  # bounded memory per pass
+    per = max(1, rows // max(N, 1))  # masks per pass
+    parts = [(s, min(N, s + rows)) for s in range(0, N, rows)] if rows < N else [(0, N)]  # examples per pass
     scores = torch.zeros(E, dtype=rt.dtype)
+
+    def metric(masks):  # [M] metric values of these edge masks (a mean over all examples)
+        total = torch.zeros(masks.shape[0], dtype=rt.dtype)
+        for s, e in parts:
+            abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
+            outs = rt.run_masks(ctx.data.base[s:e], masks, ablated=abl, chunk_size=per)
+            m = ctx.metric if (s, e) == (0, N) else metric_slice(ctx.metric, s, e)
+            total += torch.as_tensor(m(outs), dtype=rt.dtype).reshape(-1).cpu() * ((e - s) / N)
+        return total
+
     with torch.no_grad():
-        full = float(ctx.metric(rt.run(ctx.data.base, edge_mask=torch.ones(E, device=rt.device), ablated=ctx.ablated).output))
+        full = float(metric(torch.ones(1, E, dtype=rt.dtype, device=rt.device))[0])
         bar = progress_bar(E, "activation-patching", ctx.progress)
         for s in range(0, E, per):
             e = min(E, s + per)
             masks = torch.ones(e - s, E, dtype=rt.dtype, device=rt.device)
             masks[torch.arange(e - s, device=rt.device), torch.arange(s, e, device=rt.device)] = 0.0
-            outs = rt.run_masks(ctx.data.base, masks, ablated=ctx.ablated, chunk_size=per)
-            scores[s:e] = ctx.metric(outs).cpu() - full
+            scores[s:e] = metric(masks) - full
             bar.update(e - s)
         bar.close()
     params = {"rows_per_pass": rows_per_pass, "ablation": ablation, "top_n": top_n, "rel_threshold": rel_threshold}

@@ -60,3 +60,27 @@ def rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = Non
     """The most rows of ``positions`` tokens one pass may take within the budget (at least 1)."""
     budget = budget_bytes() if budget is None else budget
     return max(1, int(budget // max(row_bytes(rt, positions), 1)))
+
+
+def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
+    """An upper estimate of the bytes one row of ``positions`` tokens costs in the edge-masked
+    forward without gradients (activation patching, ACDC-style evaluation): every node's output
+    kept for the destinations after it (``n_forward x P x D``), and one layer's temporaries at a
+    time: the per-head q/k/v inputs before and after the norm (``2 x 3H x D``), q/k/v, scores
+    and pattern, per-head results, the MLP's hidden activations, the residual copies."""
+    cfg = rt.cfg
+    D = rt.d_model
+    H = rt.n_heads
+    dh = getattr(cfg, "d_head", D // max(H, 1))
+    d_mlp = (getattr(cfg, "d_mlp", None) or 0) if rt.has_mlp else 0
+    V = getattr(cfg, "d_vocab_out", None) or getattr(cfg, "d_vocab", 1)
+    per_layer = 2 * 3 * H * D + 3 * H * dh + 2 * H * positions + H * D + 2 * d_mlp + 4 * D
+    floats = rt.n_forward * D + per_layer + 2 * V
+    itemsize = rt.dtype.itemsize if hasattr(rt.dtype, "itemsize") else 4
+    return int(floats * positions * itemsize)
+
+
+def masked_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+    """The most rows of the edge-masked forward one pass may take within the budget (at least 1)."""
+    budget = budget_bytes() if budget is None else budget
+    return max(1, int(budget // max(masked_row_bytes(rt, positions), 1)))
