@@ -1,7 +1,8 @@
 """How many rows (examples, or examples x steps) one pass takes so its peak memory stays within
 a budget: the methods that take gradients at every destination input (EAP, EAP-IG, NAP) or
 every destination's input (IFR) split their examples into passes of at most
-:func:`rows_per_pass` rows, on top of their own ``batch_size``/``batch_rows``.
+:func:`rows_per_pass` rows, on top of their own ``batch_size``/``batch_rows``; activation
+patching's edge-masked passes take at most :func:`masked_rows_per_pass` rows.
 
 The budget is ``CBENCH_MEMORY_MB`` (default 1024 MB per pass; the whole run adds the stacked
 clean and ablated node outputs of all examples, ``2 x n_forward x N x P x d_model`` floats).
