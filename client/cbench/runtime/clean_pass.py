@@ -10,6 +10,7 @@ import torch
 from cbench.errors import UsageError
 from cbench.runtime.layers import add_mlp, embed, future_mask, unembed
 from cbench.runtime.masks import tokens_tensor
+from cbench.runtime.memory import exact_rows_per_pass
 from cbench.runtime.residual_pass import forward_resid
 from cbench.runtime.run_result import RunResult
 from cbench.runtime.weights import qkv_weights
@@ -21,26 +22,13 @@ if TYPE_CHECKING:
 @torch.no_grad()
 def clean(rt: CircuitRuntime, tokens) -> torch.Tensor:
     """The unpatched model's outputs ``[B, P, d_vocab_out]`` (same numbers as the model), in
-    passes of as many rows as :func:`exact_rows_per_pass` allows (each row is its own
-    computation, so the chunks change no number)."""
+    passes of as many rows as :func:`cbench.runtime.memory.exact_rows_per_pass` allows (each row
+    is its own computation, so the chunks change no number)."""
     tokens = tokens_tensor(rt, tokens)
     step = exact_rows_per_pass(rt, tokens.shape[1])
     if tokens.shape[0] <= step:
         return forward_resid(rt, tokens).output
     return torch.cat([forward_resid(rt, tokens[s:s + step]).output for s in range(0, tokens.shape[0], step)])
-
-
-def exact_rows_per_pass(rt: CircuitRuntime, positions: int) -> int:
-    """Rows per pass of the exact (TransformerLens-order) forward within ``CBENCH_MEMORY_MB``: its
-    largest temporaries per row are the heads' products before the sum over d_head
-    (``P x H x d_head x D``, TransformerLens's ``hook_result`` arithmetic) and the per-head q/k/v
-    inputs (``P x 3H x D``, normalised)."""
-    from cbench.runtime.memory import budget_bytes
-
-    H, D = rt.n_heads, rt.d_model
-    dh = getattr(rt.cfg, "d_head", D // max(H, 1))
-    per_row = positions * (2 * H * dh * D + 3 * 3 * H * D) * rt.dtype.itemsize
-    return max(1, int(budget_bytes() // max(per_row, 1)))
 
 
 @torch.no_grad()

@@ -38,6 +38,22 @@ def budget_bytes() -> float:
     return mb * 2**20
 
 
+def _dims(rt: CircuitRuntime) -> tuple[int, int, int, int, int, int]:
+    """(d_model, n_heads, d_head, d_mlp or 0, output vocabulary, bytes per float) of the model."""
+    cfg = rt.cfg
+    D, H = rt.d_model, rt.n_heads
+    dh = getattr(cfg, "d_head", D // max(H, 1))
+    d_mlp = (getattr(cfg, "d_mlp", None) or 0) if rt.has_mlp else 0
+    V = getattr(cfg, "d_vocab_out", None) or getattr(cfg, "d_vocab", 1)
+    itemsize = rt.dtype.itemsize if hasattr(rt.dtype, "itemsize") else 4
+    return D, H, dh, d_mlp, V, itemsize
+
+
+def _rows(row_bytes_: int, budget: float | None) -> int:
+    budget = budget_bytes() if budget is None else budget
+    return max(1, int(budget // max(row_bytes_, 1)))
+
+
 def row_bytes(rt: CircuitRuntime, positions: int) -> int:
     """An upper estimate of the bytes one row of ``positions`` tokens costs in a forward and
     backward pass that returns the gradient at every destination input: the gradients
@@ -45,22 +61,15 @@ def row_bytes(rt: CircuitRuntime, positions: int) -> int:
     and per layer what autograd keeps (residual, layer-norm input and output, fused q/k/v,
     attention scores and pattern, z, attention output, MLP input, hidden pre- and
     post-activation), plus the logits."""
-    cfg = rt.cfg
-    D = rt.d_model
-    H = rt.n_heads
-    dh = getattr(cfg, "d_head", D // max(H, 1))
-    d_mlp = (getattr(cfg, "d_mlp", None) or 0) if rt.has_mlp else 0
-    V = getattr(cfg, "d_vocab_out", None) or getattr(cfg, "d_vocab", 1)
+    D, H, dh, d_mlp, V, itemsize = _dims(rt)
     per_layer = 5 * D + 3 * H * dh + 2 * H * positions + H * dh + 2 * d_mlp
     floats = (rt.n_backward + 2 * rt.n_forward) * D + rt.n_layers * per_layer + 2 * V
-    itemsize = rt.dtype.itemsize if hasattr(rt.dtype, "itemsize") else 4
     return int(floats * positions * itemsize)
 
 
 def rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
     """The most rows of ``positions`` tokens one pass may take within the budget (at least 1)."""
-    budget = budget_bytes() if budget is None else budget
-    return max(1, int(budget // max(row_bytes(rt, positions), 1)))
+    return _rows(row_bytes(rt, positions), budget)
 
 
 def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
@@ -69,19 +78,21 @@ def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
     kept for the destinations after it (``n_forward x P x D``), and one layer's temporaries at a
     time: the per-head q/k/v inputs before and after the norm (``2 x 3H x D``), q/k/v, scores
     and pattern, per-head results, the MLP's hidden activations, the residual copies."""
-    cfg = rt.cfg
-    D = rt.d_model
-    H = rt.n_heads
-    dh = getattr(cfg, "d_head", D // max(H, 1))
-    d_mlp = (getattr(cfg, "d_mlp", None) or 0) if rt.has_mlp else 0
-    V = getattr(cfg, "d_vocab_out", None) or getattr(cfg, "d_vocab", 1)
+    D, H, dh, d_mlp, V, itemsize = _dims(rt)
     per_layer = 2 * 3 * H * D + 3 * H * dh + 2 * H * positions + H * D + 2 * d_mlp + 4 * D
     floats = rt.n_forward * D + per_layer + 2 * V
-    itemsize = rt.dtype.itemsize if hasattr(rt.dtype, "itemsize") else 4
     return int(floats * positions * itemsize)
 
 
 def masked_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
     """The most rows of the edge-masked forward one pass may take within the budget (at least 1)."""
-    budget = budget_bytes() if budget is None else budget
-    return max(1, int(budget // max(masked_row_bytes(rt, positions), 1)))
+    return _rows(masked_row_bytes(rt, positions), budget)
+
+
+def exact_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+    """Rows per pass of the exact (TransformerLens-order) forward within the budget: its largest
+    temporaries per row are the heads' products before the sum over d_head (``P x H x d_head x
+    D``, TransformerLens's ``hook_result`` arithmetic) and the per-head q/k/v inputs (``P x 3H x
+    D``, normalised)."""
+    D, H, dh, _d_mlp, _V, itemsize = _dims(rt)
+    return _rows(positions * (2 * H * dh * D + 3 * 3 * H * D) * itemsize, budget)
