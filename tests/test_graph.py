@@ -46,6 +46,18 @@ def test_parallel_attn_mlp_counted_by_hand():
     assert set(par.edge_names) < set(seq.edge_names)
 
 
+def test_source_blocks_are_the_staircase_of_the_edge_matrix():
+    # 2 layers x 1 head with MLPs: q/k/v of a0 read input (1 source), m0 reads input and a0.h0 (2),
+    # a1's q/k/v read 3, m1 reads 4, logits 5
+    assert Graph(2, 1, has_mlp=True).source_blocks == ((1, 0, 3), (2, 3, 4), (3, 4, 7), (4, 7, 8), (5, 8, 9))
+    for g in (Graph(12, 12, has_mlp=True), Graph(3, 2, has_mlp=False), Graph(2, 2, parallel_attn_mlp=True)):
+        rebuilt = np.zeros_like(g.real_edge_matrix)
+        for n, first, stop in g.source_blocks:
+            rebuilt[:n, first:stop] = True
+        assert np.array_equal(rebuilt, g.real_edge_matrix)
+        assert sum(n * (stop - first) for n, first, stop in g.source_blocks) == g.n_edges
+
+
 def test_node_order_and_indices_are_stable_and_topological():
     g = Graph(3, 2, has_mlp=True)
     again = Graph(3, 2, has_mlp=True)

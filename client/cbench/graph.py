@@ -285,6 +285,26 @@ class Graph:
         m[self.edge_forward, self.edge_backward] = True
         return m
 
+    @cached_property
+    def source_blocks(self) -> tuple[tuple[int, int, int], ...]:
+        """``(n_sources, first, stop)`` per run of backward slots ``first:stop`` whose sources are
+        exactly the first ``n_sources`` forward slots (a transformer's destinations read every node
+        of the layers before them, so the edges fill a staircase of the (forward, backward)
+        matrix). A product that only needs edge entries can skip the empty part above the stairs.
+        Empty when some destination's sources are not such a prefix."""
+        m = self.real_edge_matrix
+        counts = m.sum(0)
+        prefix = np.arange(self.n_forward)[:, None] < counts[None, :]
+        if not np.array_equal(m, prefix):
+            return ()
+        blocks: list[tuple[int, int, int]] = []
+        for k, n in enumerate(counts.tolist()):
+            if blocks and blocks[-1][0] == n and blocks[-1][2] == k:
+                blocks[-1] = (n, blocks[-1][1], k + 1)
+            else:
+                blocks.append((n, k, k + 1))
+        return tuple(blocks)
+
     def mask(self, edges: Iterable[str]) -> np.ndarray:
         """Boolean vector over ``self.edges``, True for the named edges."""
         out = np.zeros(self.n_edges, dtype=bool)

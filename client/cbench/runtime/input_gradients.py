@@ -261,7 +261,16 @@ def scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: t
     """Edge scores ``[n_edges]``: ``sum_{b,p} diff[src] . grads[dst]`` for every edge, where
     ``diff`` is ``[F, B, P, D]`` (e.g. clean minus ablated node outputs) and ``grads`` is
     ``[K, B, P, D]`` (from :func:`input_gradients`)."""
-    mat = diff.expand(-1, *grads.shape[1:]).reshape(diff.shape[0], -1) @ grads.reshape(grads.shape[0], -1).T
+    d = diff.expand(-1, *grads.shape[1:]).reshape(diff.shape[0], -1)
+    g = grads.reshape(grads.shape[0], -1)
+    blocks = rt.graph.source_blocks
+    if not blocks:
+        return rt.graph.from_matrix(d @ g.T)
+    # only the staircase of source/destination pairs that are edges (about half of the full product)
+    mat = d.new_zeros(d.shape[0], g.shape[0])
+    for n, first, stop in blocks:
+        if n:
+            mat[:n, first:stop] = d[:n] @ g[first:stop].T
     return rt.graph.from_matrix(mat)
 
 
