@@ -103,6 +103,18 @@ def test_node_mask_equals_masking_outgoing_edges(setup):
     assert torch.allclose(a, b, atol=1e-6)
     c = rt.run(base, source, node_mask={node: 0.3}).output
     assert torch.allclose(a, c, atol=1e-6)
+    # a node mask being trained (subnetwork probing) takes the per-head matrix product and
+    # normalises the residual once: the same outputs, and its gradient is the edge mask's summed
+    # over the node's outgoing edges
+    nm_t = nm.clone().requires_grad_(True)
+    em_t = em.clone().requires_grad_(True)
+    with torch.enable_grad():
+        d = rt.run(base, source, node_mask=nm_t).output
+        e = rt.run(base, source, edge_mask=em_t).output
+        (gn,) = torch.autograd.grad(d.square().sum(), nm_t)
+        (ge,) = torch.autograd.grad(e.square().sum(), em_t)
+    assert torch.allclose(d, a, atol=1e-5) and not torch.equal(d, torch.zeros_like(d))
+    assert torch.allclose(gn[2], ge[torch.as_tensor(g.edge_forward == 2)].sum(), rtol=1e-4, atol=1e-4)
 
 
 def test_mask_gradient_is_eap_and_matches_finite_differences():

@@ -21,7 +21,7 @@ def embed(rt: CircuitRuntime, tokens: torch.Tensor) -> torch.Tensor:
 def attention(rt: CircuitRuntime, layer: int, x: torch.Tensor, tl_order: bool = False,
               heads: torch.Tensor | None = None) -> torch.Tensor:
     """Heads of ``layer`` on per-head inputs ``x[B, P, 3H, D]`` (q inputs, k inputs, v inputs,
-    already summed, before ln1); returns per-head results ``[H, B, P, D]`` without b_O
+    already summed, before ln1), or on one input ``x[B, P, D]`` that every head reads; returns per-head results ``[H, B, P, D]`` without b_O
     (``tl_order``: ``[B, P, H, D]`` computed exactly as TransformerLens does). ``heads``:
     only these head indices (x then holds their q, k, v inputs)."""
     blk = rt.model.blocks[layer]
@@ -33,10 +33,15 @@ def attention(rt: CircuitRuntime, layer: int, x: torch.Tensor, tl_order: bool = 
         b_Q, b_K, b_V = b_Q[heads], b_K[heads], b_V[heads]
     H = W_Q.shape[0]
     x = blk.ln1(x)
-    q_in, k_in, v_in = x[:, :, :H], x[:, :, H:2 * H], x[:, :, 2 * H:3 * H]
-    q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
-    k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
-    v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V
+    if x.dim() == 3:  # one input [B, P, D] read by every head: normalised once
+        q = torch.einsum("bpd,hde->bphe", x, W_Q) + b_Q
+        k = torch.einsum("bpd,hde->bphe", x, W_K) + b_K
+        v = torch.einsum("bpd,hde->bphe", x, W_V) + b_V
+    else:
+        q_in, k_in, v_in = x[:, :, :H], x[:, :, H:2 * H], x[:, :, 2 * H:3 * H]
+        q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
+        k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
+        v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V
     scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale  # [B, H, Q, K]
     if rt.causal:
         P = scores.shape[-1]

@@ -48,7 +48,11 @@ def run(rt: CircuitRuntime, base, source=None, edge_mask=None, node_mask=None, a
     else:
         ablated = None
     if em is None:  # node masks only: the residual-stream pass
-        return forward_resid(rt, tokens, nm, ablated, input_probe=input_probe, keep_acts=keep_acts)
+        # TransformerLens's exact head arithmetic (a [B, P, H, d_head, D] product) only where a
+        # run should equal the model's own forward to the bit; a mask being trained (subnetwork
+        # probing) takes the per-head matrix product: the same values to float32, 10-60x cheaper
+        exact = nm is None or not nm.requires_grad
+        return forward_resid(rt, tokens, nm, ablated, input_probe=input_probe, keep_acts=keep_acts, exact=exact)
     M = mask_matrix(rt, em, nm)
     return masked_pass(rt, tokens, M, ablated, input_probe=input_probe, keep_acts=keep_acts)
 

@@ -41,7 +41,9 @@ def forward_resid(rt: CircuitRuntime, tokens, node_mask=None, ablated=None, inpu
     for layer in range(rt.n_layers):
         blk = rt.model.blocks[layer]
         col = layer * rt.per_layer_bwd
-        x = resid[:, :, None, :].expand(-1, -1, 3 * H, -1)
+        x = resid
+        if probe is not None or exact:  # per-head inputs (TransformerLens normalises each)
+            x = resid[:, :, None, :].expand(-1, -1, 3 * H, -1)
         if probe is not None:
             x = x + probe_at(col, col + 3 * H)
         if exact:
