@@ -30,7 +30,8 @@ REFERENCE = HERE / "data" / "scale_reference_scores.json"
 METHODS_CHECKED = [m for m in METHODS if m != "random"]
 # every method but the trained ones on a short schedule, so the test stays fast
 FAST = {"sp": {"steps": 20}, "edge-sp": {"steps": 20}, "ugs": {"steps": 20}}
-CHUNKED = ("eap", "eap-ig-inputs", "eap-ig-activations", "nap", "nap-ig", "ifr", "activation-patching")
+CHUNKED = ("eap", "eap-ig-inputs", "eap-ig-activations", "nap", "nap-ig", "ifr", "activation-patching",
+           "sp", "edge-sp", "ugs")
 
 
 def _models():
@@ -87,8 +88,9 @@ def test_a_tiny_memory_budget_splits_the_passes_and_keeps_the_scores(current, mo
     rt = CircuitRuntime(model)
     assert memory.rows_per_pass(rt, data.base.shape[1]) < data.n_examples  # the budget really splits
     assert memory.masked_rows_per_pass(rt, data.base.shape[1]) < data.n_examples  # (the masked pass's too)
+    assert memory.masked_grad_rows_per_pass(rt, data.base.shape[1]) < data.n_examples  # (and a training step's)
     for m in CHUNKED:
-        _close(discover(rt, data, m, {}, progress=False).scores, current["ln-3x3"][m], f"chunked {m}")
+        _close(discover(rt, data, m, FAST.get(m, {}), progress=False).scores, current["ln-3x3"][m], f"chunked {m}")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:

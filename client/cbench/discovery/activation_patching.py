@@ -15,7 +15,7 @@ import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.metrics import metric_slice
-from cbench.runtime.memory import masked_rows_per_pass
+from cbench.runtime.memory import masked_rows_per_pass, row_parts
 
 PARAMS = {
     "rows_per_pass": Param(int, 8192, low=1, doc="rows (edges x examples) per forward pass"),
@@ -33,7 +33,7 @@ def run(ctx: Context, rows_per_pass: int, ablation: str = "resample", top_n=None
     P = rt.tokens_tensor(ctx.data.base[:1]).shape[1]
     rows = min(rows_per_pass, masked_rows_per_pass(rt, P))  # bounded memory per pass
     per = max(1, rows // max(N, 1))  # masks per pass
-    parts = [(s, min(N, s + rows)) for s in range(0, N, rows)] if rows < N else [(0, N)]  # examples per pass
+    parts = row_parts(N, rows)  # examples per pass
     scores = torch.zeros(E, dtype=rt.dtype)
 
     def metric(masks):  # [M] metric values of these edge masks (a mean over all examples)

@@ -19,7 +19,7 @@ import time
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, clean_point_gradients, finish, progress_bar
-from cbench.runtime.memory import rows_per_pass
+from cbench.runtime.memory import row_parts, rows_per_pass
 
 PARAMS = {
     "batch_size": Param(int, 512, low=1, doc="examples per forward/backward pass (at most; fewer "
@@ -30,18 +30,13 @@ PARAMS = {
 }
 
 
-def _chunks(n: int, size: int):
-    for s in range(0, n, size):
-        yield s, min(n, s + size)
-
-
 def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, rel_threshold=0.05, **_):
     t0 = time.perf_counter()
     rt = ctx.runtime
     N = ctx.data.n_examples
     total = torch.zeros(rt.n_edges, dtype=rt.dtype, device=rt.device)
     P = rt.tokens_tensor(ctx.data.base[:1]).shape[1]
-    chunks = list(_chunks(N, min(batch_size, rows_per_pass(rt, P))))  # bounded memory per pass
+    chunks = row_parts(N, min(batch_size, rows_per_pass(rt, P)))  # bounded memory per pass
     bar = progress_bar(len(chunks), "eap", ctx.progress)
     for s, e in chunks:
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]

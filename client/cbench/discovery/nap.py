@@ -36,7 +36,7 @@ import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, clean_point_gradients, finish, progress_bar
 from cbench.discovery.eap_ig import collect_gradients
-from cbench.runtime.memory import rows_per_pass
+from cbench.runtime.memory import row_parts, rows_per_pass
 
 GRANULARITIES = ("neuron", "node")
 
@@ -94,7 +94,7 @@ def run(ctx: Context, batch_size: int, granularity: str = "neuron", ablation: st
     N = ctx.data.n_examples
     neurons = torch.zeros(rt.n_forward, rt.d_model, dtype=rt.dtype, device=rt.device)
     per = min(batch_size, rows_per_pass(rt, rt.tokens_tensor(ctx.data.base[:1]).shape[1]))  # bounded memory
-    chunks = [(s, min(N, s + per)) for s in range(0, N, per)]
+    chunks = row_parts(N, per)
     bar = progress_bar(len(chunks), "nap", ctx.progress)
     for s, e in chunks:
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]

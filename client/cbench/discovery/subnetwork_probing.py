@@ -51,7 +51,8 @@ import numpy as np
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import Metric
+from cbench.metrics import Metric, metric_slice
+from cbench.runtime.memory import masked_grad_rows_per_pass, row_parts, rows_per_pass
 
 BETA, GAMMA, ZETA = 2.0 / 3.0, -0.1, 1.1
 
@@ -97,6 +98,30 @@ def minibatch(idx, tokens, ablated, metric: Metric, per_example: bool):
     return tokens[idx], abl, Metric(metric.name, metric.reference[idx], metric.valid[idx])
 
 
+def backward_in_parts(rt, tokens: torch.Tensor, ablated: torch.Tensor, metric: Metric, run_part,
+                      edge_masks: bool = True) -> float:
+    """Backpropagate ``metric`` (a mean over the rows of ``tokens``) of the masked run
+    ``run_part(tokens[s:e], ablated rows, s, e) -> outputs`` in parts of at most
+    :func:`masked_grad_rows_per_pass` rows (node masks only, ``edge_masks=False``: the residual
+    pass's :func:`rows_per_pass`), so one training step's memory stays within the budget
+    whatever its batch; each part's loss is weighted by its share of the rows and the gradients
+    add up in the leaves. Returns the loss value. One part (every default batch on the benchmark
+    models): the same arithmetic as one pass."""
+    n, P = tokens.shape
+    per_row = ablated.shape[1] == n and n > 1
+    parts = row_parts(n, (masked_grad_rows_per_pass if edge_masks else rows_per_pass)(rt, P))
+    total = 0.0
+    for s, e in parts:
+        abl = ablated[:, s:e] if per_row else ablated
+        if len(parts) == 1:
+            loss = metric(run_part(tokens, abl, s, e))
+        else:
+            loss = metric_slice(metric, s, e)(run_part(tokens[s:e], abl, s, e)) * ((e - s) / n)
+        loss.backward()
+        total += float(loss.detach())
+    return total
+
+
 def _train(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, init, seed, batch_size, desc):
     # one torch thread while training: a multi-threaded reduction rounds differently from a
     # single-threaded one, and 100 optimisation steps amplify that into other scores, so the
@@ -126,15 +151,14 @@ def _train_steps(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, in
         for _ in range(steps):
             tok, abl, m = minibatch(next(batches), tokens, ablated, metric, per_example)
             z = _sample(log_alpha, gen)
-            edge_mask, node_mask = to_masks(z)
-            out = rt.run(tok, edge_mask=edge_mask, node_mask=node_mask, ablated=abl).output
-            loss = m(out)
+            z_in = z.detach().requires_grad_(True)  # the parts' gradients gather here
+            edge_mask, node_mask = to_masks(z_in)
+            loss_v = backward_in_parts(rt, tok, abl, m, lambda t, a, s, e: rt.run(
+                t, edge_mask=edge_mask, node_mask=node_mask, ablated=a).output, edge_masks=edge_mask is not None)
             reg = torch.sigmoid(log_alpha - shift).mean()
-            total = loss + lambda_reg * reg
             opt.zero_grad()
-            total.backward()
+            ((z * z_in.grad).sum() + lambda_reg * reg).backward()
             opt.step()
-            loss_v = float(loss.detach())
             bar.update(1)
     bar.close()
     return log_alpha.detach(), loss_v

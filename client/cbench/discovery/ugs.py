@@ -26,7 +26,7 @@ import torch
 
 from cbench.discovery.base import Context, Param, finish, progress_bar
 from cbench.discovery.subnetwork_probing import PARAMS as SP_PARAMS
-from cbench.discovery.subnetwork_probing import _batches, minibatch
+from cbench.discovery.subnetwork_probing import _batches, backward_in_parts, minibatch
 
 PARAMS = {
     **SP_PARAMS,  # steps, batch size, initial logit, seed and ablation as subnetwork probing has them
@@ -51,9 +51,9 @@ def step_gradient(rt, tokens, ablated, metric, alpha: torch.Tensor, sampled: tor
     """``(estimate of d E[L] / d θ̃ [E], loss)`` from one draw (see the module docstring)."""
     a = alpha.detach().clone().requires_grad_(True)
     with torch.enable_grad():
-        loss = metric(rt.run(tokens, edge_mask=a, ablated=ablated).output)
-        (grad,) = torch.autograd.grad(loss, a)
-    return (grad * sampled).sum(0), float(loss.detach())
+        loss = backward_in_parts(rt, tokens, ablated, metric,
+                                 lambda t, abl, s, e: rt.run(t, edge_mask=a[s:e], ablated=abl).output)
+    return (a.grad * sampled).sum(0), loss
 
 
 def run(ctx: Context, lambda_reg, lr, steps, batch_size, init, seed=0, ablation="resample", **_):

@@ -2,7 +2,9 @@
 a budget: the methods that take gradients at every destination input (EAP, EAP-IG, NAP) or
 every destination's input (IFR) split their examples into passes of at most
 :func:`rows_per_pass` rows, on top of their own ``batch_size``/``batch_rows``; activation
-patching's edge-masked passes take at most :func:`masked_rows_per_pass` rows.
+patching's edge-masked passes take at most :func:`masked_rows_per_pass` rows, and a training
+step of subnetwork probing or UGS at most :func:`masked_grad_rows_per_pass` rows per pass
+(the gradients of its parts are summed).
 
 The budget is ``CBENCH_MEMORY_MB`` (default 1024 MB per pass; the whole run adds the stacked
 clean and ablated node outputs of all examples, ``2 x n_forward x N x P x d_model`` floats).
@@ -87,6 +89,31 @@ def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
 def masked_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
     """The most rows of the edge-masked forward one pass may take within the budget (at least 1)."""
     return _rows(masked_row_bytes(rt, positions), budget)
+
+
+def masked_grad_row_bytes(rt: CircuitRuntime, positions: int) -> int:
+    """An upper estimate of the bytes one row of ``positions`` tokens costs in an edge-masked
+    forward and backward pass with a gradient to the mask (subnetwork probing, UGS): what
+    autograd keeps per layer for every head's own q/k/v input (the mixed input, its layer norm's
+    intermediates and their gradients, about ``16 x 3H x D``), the attention and MLP
+    temporaries, and every node's output and its gradient (``2 x n_forward x D``). Measured on the
+    GPT-2-small shape at 16 positions: 225 MB (UGS) and 317 MB (edge masks) per row; this gives
+    374 MB."""
+    D, H, dh, d_mlp, V, itemsize = _dims(rt)
+    per_layer = 16 * 3 * H * D + 4 * H * positions + 8 * d_mlp
+    floats = 2 * rt.n_forward * D + rt.n_layers * per_layer + 2 * V
+    return int(floats * positions * itemsize)
+
+
+def masked_grad_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+    """The most rows of the masked forward and backward one pass may take within the budget."""
+    return _rows(masked_grad_row_bytes(rt, positions), budget)
+
+
+def row_parts(n: int, size: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of consecutive parts of at most ``size`` of ``n`` rows."""
+    size = max(1, int(size))
+    return [(s, min(n, s + size)) for s in range(0, n, size)]
 
 
 def exact_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
