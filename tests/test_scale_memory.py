@@ -31,7 +31,7 @@ METHODS_CHECKED = [m for m in METHODS if m != "random"]
 # every method but the trained ones on a short schedule, so the test stays fast
 FAST = {"sp": {"steps": 20}, "edge-sp": {"steps": 20}, "ugs": {"steps": 20}}
 CHUNKED = ("eap", "eap-ig-inputs", "eap-ig-activations", "nap", "nap-ig", "ifr", "activation-patching",
-           "sp", "edge-sp", "ugs")
+           "sp", "edge-sp", "ugs", "acdc")
 
 
 def _models():

@@ -44,6 +44,8 @@ import numpy as np
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
+from cbench.metrics import metric_slice
+from cbench.runtime import memory
 
 PARAMS = {
     "threshold": Param(float, 0.01, low=0.0, doc="tau: remove an edge when the metric grows by less than this"),
@@ -66,9 +68,17 @@ class _Incremental:
         self.metric = ctx.metric
         self.acts = ctx.clean_acts.clone()  # [F, B, P, D] current node outputs
         # nodes before the current destination are clean when it is visited, so removing edge
-        # u -> X always changes X's input by -(clean[u] - ablated[u])
-        self.diff = ctx.clean_acts - ctx.ablated.expand_as(ctx.clean_acts)
+        # u -> X always changes X's input by -(clean[u] - ablated[u]) (taken per candidate)
+        self.clean, self.ablated = ctx.clean_acts, ctx.ablated
         self.inp = rt.destination_inputs(self.acts)  # [K, B, P, D] current destination inputs
+        N, P, D = self.acts.shape[1:]
+        self.n_examples = N
+        itemsize = self.acts.element_size()
+        self.budget = memory.budget_bytes()
+        # bytes of one (candidate row x example) tensor: a [P, D] input or output, [P, V] logits
+        self.unit_bytes = P * D * itemsize
+        self.out_bytes = 3 * P * rt.cfg.d_vocab_out * itemsize if rt.cfg.d_vocab_out > 0 else 3 * P * D * itemsize
+        self.ex = slice(None)  # the examples the current evaluation works on
         self.out = rt.node_output("logits", self.inp[-1])
         self.m_cur = float(self.metric(self.out))
         self.slots = {}  # forward node index (F for logits) -> its backward slots
@@ -101,6 +111,7 @@ class _Incremental:
         self.proj = {}  # slot -> projection of its current input (q, k or v)
         self.pattern = {}  # head -> attention pattern from its current q and k inputs
         self.fast_metric = self.metric.bound() if hasattr(self.metric, "bound") else self.metric
+        self.part_metrics = {}  # (start, stop) -> the bound metric of those examples
         self.unembed = rt.unembed_fn()
 
     def begin(self, k: int, kept_matrix: np.ndarray) -> None:
@@ -117,6 +128,15 @@ class _Incremental:
             if any(srcs for _, srcs in reads):
                 self.plan.append((f, reads))
                 changed.append(f)
+        # memory of one (candidate row x example) of an evaluation: the new input of every slot
+        # the change reaches, and the new output and its difference of every node on the way
+        row_bytes = (3 + sum(len(reads) for _f, reads in self.plan) + 2 * len(self.plan)) * self.unit_bytes
+        row_bytes += self.out_bytes
+        per_pass = max(1, int(self.budget // row_bytes))  # (row x example)s within the budget
+        N = self.n_examples
+        self.max_rows = max(1, per_pass // N)  # candidate rows of all examples in one pass
+        # when one row of all examples does not fit: the examples in parts (one row at a time)
+        self.parts = memory.row_parts(N, per_pass) if per_pass < N else [(0, N)]
 
     def _project(self, s: int, i: int, x: torch.Tensor | None) -> torch.Tensor:
         """q, k or v (``i``) of slot ``s``'s new input ``x``, or of its current one (cached)."""
@@ -126,7 +146,7 @@ class _Incremental:
             if y is None:
                 xs = self.inp[s]
                 y = self.proj[s] = (ln(xs) if ln is not None else xs) @ W + b
-            return y
+            return y[self.ex]
         return (ln(x) if ln is not None else x) @ W + b
 
     def _compute(self, f: int, x: dict, w: int) -> torch.Tensor:
@@ -154,7 +174,10 @@ class _Incremental:
         if xq is None and xk is None:
             pattern = self.pattern.get(f)
             if pattern is None:
+                ex, self.ex = self.ex, slice(None)  # cached for every example
                 pattern = self.pattern[f] = self._pattern(self._project(sq, 0, None), self._project(sk, 1, None))
+                self.ex = ex
+            pattern = pattern[self.ex]
         else:
             pattern = self._pattern(self._project(sq, 0, xq), self._project(sk, 1, xk))
         y = (pattern @ self._project(sv, 2, xv)) @ head[3]
@@ -172,12 +195,43 @@ class _Incremental:
         return torch.softmax(scores, dim=-1)
 
     def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
+        """The metric with candidates ``0..j`` removed, for every row ``j``."""
+        if len(self.parts) == 1:
+            self.ex = slice(None)
+            new_inp, new_acts, out = self._rows(cands, edge_src)
+            self.pending = (new_inp, new_acts, out)
+            return self.fast_metric(out).tolist()
+        # one row of every example does not fit the budget: the examples in parts, the metric
+        # (a mean over examples) summed with each part's share; commit recomputes its row
+        total = np.zeros(len(cands))
+        for start, stop in self.parts:
+            self.ex = slice(start, stop)
+            out = self._rows(cands, edge_src)[2]
+            total += np.asarray(self._part_metric(start, stop)(out).tolist()) * ((stop - start) / self.n_examples)
+            del out
+        self.ex = slice(None)
+        self.pending = (cands, edge_src)
+        return total.tolist()
+
+    def _part_metric(self, start: int, stop: int):
+        key = (start, stop)
+        if key not in self.part_metrics:
+            m = metric_slice(self.metric, start, stop)
+            self.part_metrics[key] = m.bound() if hasattr(m, "bound") else m
+        return self.part_metrics[key]
+
+    def _rows(self, cands: list[int], edge_src: np.ndarray):
+        """``(new slot inputs, new node outputs, outputs)`` of the examples ``self.ex``, one row per
+        candidate prefix."""
         w = len(cands)
+        ex = self.ex
         # row j: candidates 0..j removed, subtracted one at a time (the reference's order)
-        x_new = torch.empty((w,) + tuple(self.inp.shape[1:]), dtype=self.inp.dtype, device=self.inp.device)
-        prev = self.inp[self.k]
+        prev = self.inp[self.k][ex]
+        x_new = torch.empty((w,) + tuple(prev.shape), dtype=prev.dtype, device=prev.device)
         for j, e in enumerate(cands):
-            prev = torch.sub(prev, self.diff[edge_src[e]], out=x_new[j])
+            u = edge_src[e]
+            diff = self.clean[u][ex] - self.ablated[u].expand_as(self.clean[u])[ex]
+            prev = torch.sub(prev, diff, out=x_new[j])
         new_inp = {self.k: x_new}
         y = self._compute(self.fx, new_inp, w)
         new_acts = {self.fx: y}
@@ -185,7 +239,7 @@ class _Incremental:
         # ReLUs often absorb a change) is not passed on; nodes reading only unchanged ones are skipped
         deltas = {}
         if self.fx < self.g.n_forward:
-            d = y - self.acts[self.fx]
+            d = y - self.acts[self.fx][ex]
             if bool(d.any()):
                 deltas[self.fx] = d
         for f, reads in self.plan:
@@ -193,7 +247,7 @@ class _Incremental:
             for s, srcs in reads:
                 live = [c for c in srcs if c in deltas]
                 if live:
-                    xs = self.inp[s]
+                    xs = self.inp[s][ex]
                     for c in live:
                         xs = xs + deltas[c]
                     x[s] = xs
@@ -203,28 +257,51 @@ class _Incremental:
             yf = self._compute(f, x, w)
             new_acts[f] = yf
             if f < self.g.n_forward:
-                d = yf - self.acts[f]
+                d = yf - self.acts[f][ex]
                 if bool(d.any()):
                     deltas[f] = d
         out = new_acts.get(self.g.n_forward)
         if out is None:  # the change reaches no output
-            out = self.out.expand(w, *self.out.shape)
-        self.pending = (new_inp, new_acts, out)
-        return self.fast_metric(out).tolist()
+            o = self.out[ex]
+            out = o.expand(w, *o.shape)
+        return new_inp, new_acts, out
 
     def commit(self, row: int) -> None:
         """Make row ``row`` of the last evaluation the current state."""
+        if len(self.pending) == 2:  # evaluated in parts: recompute that row, part by part
+            cands, edge_src = self.pending
+            touched: set[int] = set()
+            for start, stop in self.parts:
+                self.ex = slice(start, stop)
+                new_inp, new_acts, out = self._rows(cands[:row + 1], edge_src)
+                self._write(new_inp, new_acts, out, -1)
+                touched.update(new_inp)
+            self.ex = slice(None)
+            self._forget(touched)
+            return
         new_inp, new_acts, out = self.pending
+        self._write(new_inp, new_acts, out, row)
+        self._forget(new_inp)
+
+    def _write(self, new_inp: dict, new_acts: dict, out: torch.Tensor, row: int) -> None:
+        ex = self.ex
         for s, v in new_inp.items():
-            self.inp[s] = v[row]
+            self.inp[s][ex] = v[row]
+        for f, v in new_acts.items():
+            if f < self.g.n_forward:
+                self.acts[f][ex] = v[row]
+        if ex == slice(None):
+            self.out = out[row]
+        else:
+            self.out[ex] = out[row]
+
+    def _forget(self, slots) -> None:
+        """Drop the cached projections and patterns computed from these slots' old inputs."""
+        for s in slots:
             self.proj.pop(s, None)
             node, qkv = self.g.backward_slots[s]
             if qkv in ("q", "k"):
                 self.pattern.pop(self.g.forward_index(node), None)
-        for f, v in new_acts.items():
-            if f < self.g.n_forward:
-                self.acts[f] = v[row]
-        self.out = out[row]
 
 
 class _WholePasses:
@@ -304,8 +381,9 @@ def run(ctx: Context, threshold: float, window: int, ablation: str = "resample",
             sweep.begin(k, kept_matrix)
             c = 0
             w = w_start  # the nearest source is the likeliest to be kept: few rows first, then double
+            rows = min(max_rows, getattr(sweep, "max_rows", max_rows))  # within the memory budget
             while c < len(cands):
-                batch = cands[c:c + min(w, max_rows)]
+                batch = cands[c:c + min(w, rows)]
                 vals = sweep.evaluate(batch, edge_src)
                 n_passes += 1
                 removed, stopped = 0, False
