@@ -29,9 +29,9 @@ def summarize(directory: Path) -> str:
     runs = json.loads(runs_path.read_text()) if runs_path.is_file() else []
     log = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.is_file() else []
     lines = ["# IOI model: training time to the gates", "",
-             "Model: 6 layers x 4 heads, d_model 64, d_head 16, d_mlp 256 (InterpBench's IOI size), SIIT summed "
-             "loss with node and edge strictness, last token x10, batch 64, Adam lr 1e-3; 1,024 counterfactual "
-             "pairs per epoch; per-epoch validation on 96 pairs.", ""]
+             "Model: 6 layers x 4 heads, d_model 64, d_head 16, d_mlp 256 (InterpBench's IOI size), SIIT "
+             "with node and edge strictness, last token x10; per-epoch validation on 96 pairs. Each run's "
+             "recipe (algorithm, Adam learning rate, batch, pairs per epoch) is in the runs table.", ""]
     if not log:
         return "\n".join(lines + ["No training log found.", ""])
     reached = next((r for r in log if all(r.get(k, 0.0) >= GATE for k in KEYS)), None)
@@ -48,6 +48,13 @@ def summarize(directory: Path) -> str:
             lines.append(f"| {r['epoch']} | {r['elapsed_s']:.0f} | " + " | ".join(f"{r[k]:.3f}" for k in KEYS)
                          + f" | {r['loss_iit']:.2f} | {r['loss_behavior']:.2f} |")
     if runs:
+        lines += ["", "| run | epochs | wall s | CPU s | recipe |", "|---|---|---|---|---|"]
+        for i, r in enumerate(runs, 1):
+            rec = r.get("recipe")
+            desc = (f"{rec['algorithm']}, lr {rec['lr']:g}, batch {rec['batch_size']}, {rec['pairs_per_epoch']} "
+                    f"pairs/epoch, edge weight {rec['edge_weight']:g}, source gradients "
+                    f"{'on' if rec['source_gradients'] else 'off'}") if rec else "not recorded (before session 8)"
+            lines.append(f"| {i} | {r['epochs']} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {desc} |")
         lines += ["", f"Hardware: {runs[-1].get('hardware', '?')}."]
     return "\n".join(lines) + "\n"
 

@@ -69,8 +69,12 @@ def _prior_times(checkpoint: Path) -> dict:
 def _record_run(checkpoint: Path, times: dict, result) -> None:
     p = Path(checkpoint).with_suffix(".runs.json")
     runs = json.loads(p.read_text()) if p.is_file() else []
+    c = result.config
     runs.append({**times, "epochs": result.epochs, "reached_target": result.reached_target,
-                 "metrics": result.metrics, "hardware": result.hardware})
+                 "metrics": result.metrics, "hardware": result.hardware,
+                 "recipe": {"algorithm": c.algorithm, "lr": c.lr, "batch_size": c.batch_size,
+                            "pairs_per_epoch": c.pairs_per_epoch, "edge_weight": c.edge_weight,
+                            "source_gradients": c.source_gradients}})
     p.write_text(json.dumps(runs, indent=1) + "\n")
 
 
@@ -88,7 +92,10 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
 @click.option("--pairs-per-epoch", type=int, default=1024, show_default=True)
 @click.option("--eval-pairs", type=int, default=96, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--algorithm", type=click.Choice(["summed", "algorithm-1"]), default="summed", show_default=True)
+@click.option("--algorithm", type=click.Choice(["summed", "algorithm-1"]), default="algorithm-1", show_default=True,
+              help="algorithm-1 (InterpBench's SIIT: each example resample-ablates one non-aligned node) or summed "
+                   "(half of them at once); on IOI, summed left one node's SIIA at 0.2 for 280 epochs, "
+                   "algorithm-1 took it to 0.99 (benchmarks/results/ioi.md)")
 @click.option("--edge-weight", type=float, default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--source-gradients/--no-source-gradients", default=True, show_default=True,
