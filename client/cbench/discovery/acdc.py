@@ -34,6 +34,12 @@ hook-based reference and across these settings):
   is the likeliest to be kept), ``w`` doubles while edges keep being removed and drops back after a
   kept edge, so little work is spent past a kept edge. ``window`` caps ``w``. Each row's input
   is built by subtracting the removed edges' differences one at a time, the reference's order.
+* Memory (``CBENCH_MEMORY_MB``, :mod:`cbench.runtime.memory`): the sweep keeps the current node
+  outputs and destination inputs of all examples; a batch's rows are capped so that the new inputs
+  and outputs of every slot and node its change reaches fit the budget, and where one row of all
+  examples does not fit (large models, many pairs) the examples are evaluated in parts (the
+  metric, a mean over examples, summed with their shares) and the kept row is recomputed when
+  it is committed. Where everything fits (the benchmark's models) the arithmetic is unchanged.
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ class _Incremental:
         self.budget = memory.budget_bytes()
         # bytes of one (candidate row x example) tensor: a [P, D] input or output, [P, V] logits
         self.unit_bytes = P * D * itemsize
-        self.out_bytes = 3 * P * rt.cfg.d_vocab_out * itemsize if rt.cfg.d_vocab_out > 0 else 3 * P * D * itemsize
+        self.out_bytes = 3 * P * memory.output_width(rt) * itemsize  # outputs, log-softmax, its product
         self.ex = slice(None)  # the examples the current evaluation works on
         self.out = rt.node_output("logits", self.inp[-1])
         self.m_cur = float(self.metric(self.out))

@@ -51,6 +51,11 @@ def _dims(rt: CircuitRuntime) -> tuple[int, int, int, int, int, int]:
     return D, H, dh, d_mlp, V, itemsize
 
 
+def output_width(rt: CircuitRuntime) -> int:
+    """The width of the model's outputs per position (``d_vocab_out``)."""
+    return _dims(rt)[4]
+
+
 def _rows(row_bytes_: int, budget: float | None) -> int:
     budget = budget_bytes() if budget is None else budget
     return max(1, int(budget // max(row_bytes_, 1)))
