@@ -135,9 +135,11 @@ class _Incremental:
                 self.plan.append((f, reads))
                 changed.append(f)
         # memory of one (candidate row x example) of an evaluation: the new input of every slot
-        # the change reaches, and the new output and its difference of every node on the way
-        row_bytes = (3 + sum(len(reads) for _f, reads in self.plan) + 2 * len(self.plan)) * self.unit_bytes
-        row_bytes += self.out_bytes
+        # the change reaches, and the new output and its difference of every node on the way,
+        # counted twice for the temporaries beside them (layer norms, the MLP's hidden layer,
+        # partial sums; measured on the GPT-2 shape: ~1.5-2x the kept tensors)
+        kept = 3 + sum(len(reads) for _f, reads in self.plan) + 2 * len(self.plan)
+        row_bytes = 2 * kept * self.unit_bytes + self.out_bytes
         per_pass = max(1, int(self.budget // row_bytes))  # (row x example)s within the budget
         N = self.n_examples
         self.max_rows = max(1, per_pass // N)  # candidate rows of all examples in one pass
@@ -202,6 +204,7 @@ class _Incremental:
 
     def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
         """The metric with candidates ``0..j`` removed, for every row ``j``."""
+        self.pending = None  # the last evaluation's rows are not kept through this one
         if len(self.parts) == 1:
             self.ex = slice(None)
             new_inp, new_acts, out = self._rows(cands, edge_src)
@@ -283,9 +286,11 @@ class _Incremental:
                 self._write(new_inp, new_acts, out, -1)
                 touched.update(new_inp)
             self.ex = slice(None)
+            self.pending = None
             self._forget(touched)
             return
         new_inp, new_acts, out = self.pending
+        self.pending = None
         self._write(new_inp, new_acts, out, row)
         self._forget(new_inp)
 
