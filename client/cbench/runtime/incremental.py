@@ -78,7 +78,10 @@ def node_output(rt: CircuitRuntime, node: str, x) -> torch.Tensor:
 def source_prefix_ends(graph: Graph, device) -> torch.Tensor | None:
     """Per destination, the index of its last source when every destination ``k`` reads sources
     0..n_k-1 (a prefix of the forward order, as in the models here), else None."""
-    real = np.asarray(graph.real_edge_matrix, dtype=bool)
-    counts = real.sum(0)
-    prefix = all(real[:c, k].all() for k, c in enumerate(counts)) and bool((counts > 0).all())
-    return torch.as_tensor(counts - 1, device=device) if prefix else None
+    blocks = graph.source_blocks
+    if not blocks or any(n == 0 for n, _first, _stop in blocks):
+        return None
+    ends = np.empty(graph.n_backward, dtype=np.int64)
+    for n, first, stop in blocks:
+        ends[first:stop] = n - 1
+    return torch.as_tensor(ends, device=device)
