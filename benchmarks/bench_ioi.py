@@ -52,7 +52,7 @@ def summarize(directory: Path) -> str:
         for i, r in enumerate(runs, 1):
             rec = r.get("recipe")
             desc = (f"{rec['algorithm']}, lr {rec['lr']:g}, batch {rec['batch_size']}, {rec['pairs_per_epoch']} "
-                    f"pairs/epoch, edge weight {rec['edge_weight']:g}, source gradients "
+                    f"pairs/epoch, edge weight {rec['edge_weight']:g}, IIT weight {rec.get('iit_weight', 1.0):g}, source gradients "
                     f"{'on' if rec['source_gradients'] else 'off'}") if rec else "not recorded (before session 8)"
             lines.append(f"| {i} | {r['epochs']} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {desc} |")
         lines += ["", f"Hardware: {runs[-1].get('hardware', '?')}."]

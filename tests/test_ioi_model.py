@@ -187,12 +187,12 @@ def test_short_training_run_end_to_end(tmp_path):
     runs = json.loads(ckpt.with_suffix(".runs.json").read_text())
     assert runs[-1]["epochs"] == 3 and runs[-1]["recipe"] == {
         "algorithm": "summed", "lr": 1e-2, "batch_size": 32, "pairs_per_epoch": 64, "edge_weight": 1.0,
-        "source_gradients": False}
+        "iit_weight": 1.0, "source_gradients": False}
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_ioi import summarize
 
     table = summarize(tmp_path)
-    assert "| 1 | 3 |" in table and "summed, lr 0.01, batch 32, 64 pairs/epoch, edge weight 1" in table
+    assert "| 1 | 3 |" in table and "summed, lr 0.01, batch 32, 64 pairs/epoch, edge weight 1, IIT weight 1" in table
     # resuming starts from the saved weights
     cfg0 = _training_config(algorithm="summed", batch_size=32, epochs=0, pairs_per_epoch=64, eval_pairs=16,
                             edge_weight=1.0, seed=0, threads=1)

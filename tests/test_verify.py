@@ -105,6 +105,20 @@ def test_program_edge_changes_reads_the_tracr_model_through_the_correspondence()
     assert changes["m0->a1.h2<v>"] > 0.2, changes
 
 
+def test_a_hand_written_model_excuses_a_silent_q_or_k_only_while_its_step_carries_signal():
+    """IOI's high-level edges join whole nodes: a head whose attention reads only position may
+    carry the step through v, but a step with every q, k and v silent is a skipped step."""
+    from cbench.verify import hand_written_edges_used
+
+    truth = {f"{s}->{d}<{x}>" for s, d in [("input", "a1.h1"), ("input", "a2.h1"), ("input", "a4.h1"),
+                                             ("a1.h1", "a2.h1"), ("a2.h1", "a4.h1")] for x in "qkv"}
+    truth.add("a4.h1->logits")
+    silent = {"input->a1.h1<q>", "input->a1.h1<k>", "a1.h1->a2.h1<q>", "a1.h1->a2.h1<k>", "a1.h1->a2.h1<v>"}
+    used = hand_written_edges_used(silent, truth)
+    assert used == {"input->a1.h1<q>": 0.0, "input->a1.h1<k>": 0.0, "a1.h1->a2.h1<q>": 1.0,
+                    "a1.h1->a2.h1<k>": 1.0, "a1.h1->a2.h1<v>": 1.0}
+    assert hand_written_edges_used({"a4.h1->logits"}, truth) == {"a4.h1->logits": 1.0}
+
 def test_cli_prints_each_gate_and_exits_1_on_failure(tmp_path):
     from cbench.cli import cli as main
 

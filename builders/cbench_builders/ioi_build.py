@@ -74,6 +74,7 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
                  "metrics": result.metrics, "hardware": result.hardware,
                  "recipe": {"algorithm": c.algorithm, "lr": c.lr, "batch_size": c.batch_size,
                             "pairs_per_epoch": c.pairs_per_epoch, "edge_weight": c.edge_weight,
+                            "iit_weight": c.iit_weight,
                             "source_gradients": c.source_gradients}})
     p.write_text(json.dumps(runs, indent=1) + "\n")
 
@@ -97,6 +98,8 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
                    "(half of them at once); on IOI, summed left one node's SIIA at 0.2 for 280 epochs, "
                    "algorithm-1 took it to 0.99 (benchmarks/results/ioi.md)")
 @click.option("--edge-weight", type=float, default=1.0, show_default=True)
+@click.option("--iit-weight", type=float, default=1.0, show_default=True,
+              help="weight of the IIT loss (the interchanged node's target) against strictness and behaviour")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--source-gradients/--no-source-gradients", default=True, show_default=True,
               help="differentiate the strictness losses through the source run too (lets them reach the "
@@ -108,15 +111,15 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
 @click.option("--keep-failed", is_flag=True, help="write the artifact even when a gate fails (marked so)")
 @click.option("--progress/--no-progress", default=False)
 def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, batch_size, pairs_per_epoch,
-                  eval_pairs, lr, algorithm, edge_weight, seed, source_gradients, init, target, verify_pairs, keep_failed,
-                  progress):
+                  eval_pairs, lr, algorithm, edge_weight, iit_weight, seed, source_gradients, init, target,
+                  verify_pairs, keep_failed, progress):
     """Train the IOI model (SIIT, InterpBench section 4), verify it and write build/ioi-model/ioi."""
     import os
 
     threads = int(os.environ.get("CBENCH_THREADS", "1"))
     cfg = _training_config(algorithm=algorithm, lr=lr, batch_size=batch_size, epochs=0 if no_train else epochs,
                            pairs_per_epoch=pairs_per_epoch, eval_pairs=eval_pairs, seed=seed, threads=threads,
-                           edge_weight=edge_weight, time_limit_s=time_limit, target=target,
+                           edge_weight=edge_weight, iit_weight=iit_weight, time_limit_s=time_limit, target=target,
                            train_size=rows * 8, source_gradients=source_gradients)
     prior = _prior_times(checkpoint) if (resume or no_train) else {"runs": [], "wall_s": 0.0, "cpu_s": 0.0}
     try:

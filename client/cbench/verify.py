@@ -39,7 +39,9 @@ unablated outputs, on every valid position):
   must ignore a marked edge (``marked_edges_the_program_uses``: the high-level edges it stands
   for, resample-ablated alone in the Tracr model, change under 1 % of its outputs), so a mark
   cannot excuse a model that skips a step of the program (a head that should copy the token
-  while the model reads it off the residual stream);
+  while the model reads it off the residual stream). A hand-written high-level model (IOI) has
+  no program to ablate and its edges join whole nodes: there a silent q, k or v is excused only
+  while another edge of the same step carries signal (:func:`hand_written_edges_used`);
 * ``oracle_edge_auroc`` -- exact activation patching of every edge, ranked against the
   ground truth without marked edges, scores edge AUROC >= 0.99 (q/k/v granularity).
 
@@ -321,6 +323,24 @@ def program_edge_changes(hl: "_HighLevel", correspondence: Mapping, edges: Seque
     return out
 
 
+def hand_written_edges_used(silent: set[str], truth: set[str]) -> dict[str, float]:
+    """:func:`program_edge_changes` for a hand-written high-level model (IOI), which has no compiled
+    program to ablate an edge of, and whose edges join whole nodes, not a head's query, key or value:
+    every one of its edges is a step of the model, and the low-level edges that stand for one (the
+    destination head's q, k and v) realise it together. A silent q, k or v is then excused only
+    while another of the same step carries signal (a head whose attention reads only position,
+    which base and source share, moving its content through v); 1.0 for each silent edge whose
+    step has no signalling edge left (the model skipped that step), else 0.0."""
+    from cbench.graph import parse_edge_name
+
+    def step(e: str) -> tuple[str, str]:
+        src, dst, _ = parse_edge_name(e)
+        return src, dst
+
+    loud_steps = {step(e) for e in truth - silent}
+    return {e: 0.0 if step(e) in loud_steps else 1.0 for e in sorted(silent)}
+
+
 def _why_no_signal(model, circuit: Mapping, edge: str, data: TaskData) -> str:
     """Why an edge carries no signal under resample ablation: if zero-ablating it changes outputs,
     what it carries is the same on base and source (such as position: they share their length)."""
@@ -432,9 +452,7 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
         silent = (marked | {e.edge for e in edges if not e.signal}) & truth  # marked, or to be marked
         if hl is not None and correspondence is not None and silent:
             if getattr(getattr(hl, "model", None), "cfg", None) is None:
-                # a hand-written high-level model (IOI) has no compiled program to ablate an edge
-                # of: every edge it stands for counts as used, so no mark can excuse a silent one
-                used = {e: 1.0 for e in sorted(silent)}
+                used = hand_written_edges_used(silent, truth)
             else:
                 used = program_edge_changes(hl, correspondence, sorted(silent),
                                             [b for v in pair_sets.values() for b in ([v] if isinstance(v, TaskData) else v)])
