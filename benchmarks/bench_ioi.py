@@ -36,7 +36,7 @@ def summarize(directory: Path) -> str:
         return "\n".join(lines + ["No training log found.", ""])
     reached = next((r for r in log if all(r.get(k, 0.0) >= GATE for k in KEYS)), None)
     wall = sum(r["wall_s"] for r in runs)
-    cpu = sum(r["cpu_s"] for r in runs)
+    cpu = sum(r["cpu_s"] for r in runs if r.get("cpu_s") is not None)
     lines += ["| runs | epochs logged | wall s | CPU s | CPU / wall | time to gates |", "|---|---|---|---|---|---|",
               f"| {len(runs)} | {len(log)} | {wall:.0f} | {cpu:.0f} | {cpu / wall if wall else float('nan'):.2f} | "
               + (f"{reached['elapsed_s']:.0f} s (epoch {reached['epoch']})" if reached else "not reached") + " |", "",
@@ -53,8 +53,11 @@ def summarize(directory: Path) -> str:
             rec = r.get("recipe")
             desc = (f"{rec['algorithm']}, lr {rec['lr']:g}, batch {rec['batch_size']}, {rec['pairs_per_epoch']} "
                     f"pairs/epoch, edge weight {rec['edge_weight']:g}, IIT weight {rec.get('iit_weight', 1.0):g}, source gradients "
-                    f"{'on' if rec['source_gradients'] else 'off'}") if rec else "not recorded (before session 8)"
-            lines.append(f"| {i} | {r['epochs']} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {desc} |")
+                    f"{'on' if rec['source_gradients'] else 'off'}") if rec else (
+                "no training" if r.get("averaged") else "not recorded (before session 8)")
+            cpu_s = "not recorded" if r.get("cpu_s") is None else f"{r['cpu_s']:.0f}"
+            note = f" ({r['note']})" if r.get("note") else ""
+            lines.append(f"| {i} | {r['epochs']} | {r['wall_s']:.0f} | {cpu_s} | {desc}{note} |")
         lines += ["", f"Hardware: {runs[-1].get('hardware', '?')}."]
     return "\n".join(lines) + "\n"
 

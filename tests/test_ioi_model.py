@@ -226,6 +226,38 @@ def test_zero_output_init_and_source_gradients_options(tmp_path):
     assert not (tmp_path / "c.safetensors").exists()
 
 
+def test_average_is_the_mean_of_checkpoints_and_refuses_bad_ones(tmp_path):
+    """``--average``: the element-wise mean of a run's checkpoints, recorded with their sha256;
+    files of other tensors, non-checkpoints and a training run are refused with one line."""
+    import hashlib
+
+    from click.testing import CliRunner
+    from safetensors.torch import save_file
+
+    from cbench_builders.ioi_build import averaging_record, build_ioi_cmd, mean_weights
+
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    save_file({"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.1])}, str(a))
+    save_file({"w": torch.tensor([3.0, 6.0]), "b": torch.tensor([0.4])}, str(b))
+    m = mean_weights([a, b])
+    assert torch.equal(m["w"], torch.tensor([2.0, 4.0])) and m["b"].dtype == torch.float32
+    assert torch.allclose(m["b"], torch.tensor([0.25]))
+    rec = averaging_record([a, b])
+    assert rec["epochs"] == 0 and rec["averaged"][1] == {"name": "b.safetensors",
+                                                         "sha256": hashlib.sha256(b.read_bytes()).hexdigest()}
+    c = tmp_path / "c.safetensors"
+    save_file({"w": torch.tensor([1.0, 2.0, 3.0]), "b": torch.tensor([0.1])}, str(c))
+    with pytest.raises(UsageError, match="holds other tensors"):
+        mean_weights([a, c])
+    not_ckpt = tmp_path / "notes.txt"
+    not_ckpt.write_text("hello")
+    with pytest.raises(UsageError, match="not a safetensors checkpoint"):
+        mean_weights([a, not_ckpt])
+    r = CliRunner().invoke(build_ioi_cmd, ["--average", str(a), "--out", str(tmp_path / "out")])
+    assert isinstance(r.exception, UsageError) and "--average needs --no-train" in str(r.exception)  # exit 2 in main
+    assert not (tmp_path / "out").exists()
+
+
 def test_bench_table_prints_mibs_published_row_beside_cbenchs():
     from cbench.scoring.bench import PUBLISHED, _markdown, _method_stats
 

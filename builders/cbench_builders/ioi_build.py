@@ -30,9 +30,31 @@ def _training_config(**kw):
         raise UsageError(f"bad IOI training hyperparameters: {e}") from None
 
 
+def mean_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of several checkpoints of one model (stochastic weight averaging of the
+    weights a run saved along its way: Izmailov et al., 2018), in float64 then cast back."""
+    from safetensors.torch import load_file
+
+    states = []
+    for p in paths:
+        if not Path(p).is_file():
+            raise UsageError(f"--average: no checkpoint at {p}")
+        try:
+            states.append(load_file(str(p)))
+        except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
+            raise UsageError(f"--average: {p} is not a safetensors checkpoint ({e})") from None
+    keys = set(states[0])
+    for p, st in zip(paths[1:], states[1:]):
+        if set(st) != keys or any(st[k].shape != states[0][k].shape for k in keys):
+            raise UsageError(f"--average: {p} holds other tensors than {paths[0]}")
+    return {k: (sum(st[k].double() for st in states) / len(states)).to(states[0][k].dtype).contiguous()
+            for k in sorted(keys)}
+
+
 def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = None, progress: bool = False,
-          init: str = "default"):
-    """Train (or, with ``cfg.epochs == 0``, only load) the IOI model; returns (setup, result or None, times)."""
+          init: str = "default", average: list[Path] | None = None):
+    """Train (or, with ``cfg.epochs == 0``, only load) the IOI model; returns (setup, result or None, times).
+    With ``average`` (and no training) the weights are :func:`mean_weights` of those checkpoints."""
     from safetensors.torch import load_file
 
     from cbench_builders import ioi_model
@@ -40,11 +62,12 @@ def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = 
     checkpoint = Path(checkpoint)
     if resume and not checkpoint.is_file():
         raise UsageError(f"--resume: no checkpoint at {checkpoint}")
+    weights = mean_weights(list(average)) if average else None
     s = ioi_model.setup(cfg, n_rows, arch, init_weights=checkpoint if resume else None, init=init)
     if cfg.epochs == 0:
-        if not checkpoint.is_file():
+        if weights is None and not checkpoint.is_file():
             raise UsageError(f"--no-train: no checkpoint at {checkpoint}")
-        s.ll_model.load_state_dict(load_file(str(checkpoint)), strict=False)
+        s.ll_model.load_state_dict(weights if weights is not None else load_file(str(checkpoint)), strict=False)
         s.ll_model.eval()
         return s, None, {"wall_s": 0.0, "cpu_s": 0.0}
     log = ioi_model.checkpointer(checkpoint, s.ll_model)
@@ -63,7 +86,8 @@ def _prior_times(checkpoint: Path) -> dict:
     """Wall and CPU seconds spent by earlier (resumed-from) runs, from ``<checkpoint>.runs.json``."""
     p = Path(checkpoint).with_suffix(".runs.json")
     runs = json.loads(p.read_text()) if p.is_file() else []
-    return {"runs": runs, "wall_s": sum(r["wall_s"] for r in runs), "cpu_s": sum(r["cpu_s"] for r in runs)}
+    return {"runs": runs, "wall_s": sum(r["wall_s"] for r in runs),
+            "cpu_s": sum(r["cpu_s"] for r in runs if r.get("cpu_s") is not None)}
 
 
 def _record_run(checkpoint: Path, times: dict, result) -> None:
@@ -77,6 +101,15 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
                             "iit_weight": c.iit_weight,
                             "source_gradients": c.source_gradients}})
     p.write_text(json.dumps(runs, indent=1) + "\n")
+
+
+def averaging_record(paths: list[Path]) -> dict:
+    """The runs-list entry of a weight average: no training, the averaged files and their sha256."""
+    import hashlib
+
+    files = [{"name": Path(p).name, "sha256": hashlib.sha256(Path(p).read_bytes()).hexdigest()} for p in paths]
+    return {"wall_s": 0.0, "cpu_s": 0.0, "epochs": 0, "reached_target": None, "metrics": None, "recipe": None,
+            "averaged": files, "note": f"weights: the mean of {len(paths)} checkpoints of the run before"}
 
 
 @click.command("ioi-model")
@@ -109,10 +142,14 @@ def _record_run(checkpoint: Path, times: dict, result) -> None:
 @click.option("--target", type=float, default=0.995, show_default=True)
 @click.option("--verify-pairs", type=int, default=200, show_default=True)
 @click.option("--keep-failed", is_flag=True, help="write the artifact even when a gate fails (marked so)")
+@click.option("--average", "average", multiple=True, type=click.Path(path_type=Path),
+              help="with --no-train: verify and write the mean of these checkpoints' weights (stochastic "
+                   "weight averaging of checkpoints one run saved; repeat the option); --checkpoint's "
+                   "runs.json still gives the runs before them. The checkpoint files are not changed")
 @click.option("--progress/--no-progress", default=False)
 def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, batch_size, pairs_per_epoch,
                   eval_pairs, lr, algorithm, edge_weight, iit_weight, seed, source_gradients, init, target,
-                  verify_pairs, keep_failed, progress):
+                  verify_pairs, keep_failed, average, progress):
     """Train the IOI model (SIIT, InterpBench section 4), verify it and write build/ioi-model/ioi."""
     import os
 
@@ -121,9 +158,11 @@ def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, b
                            pairs_per_epoch=pairs_per_epoch, eval_pairs=eval_pairs, seed=seed, threads=threads,
                            edge_weight=edge_weight, iit_weight=iit_weight, time_limit_s=time_limit, target=target,
                            train_size=rows * 8, source_gradients=source_gradients)
+    if average and not no_train:
+        raise UsageError("--average needs --no-train (it verifies and writes averaged weights; it does not train)")
     prior = _prior_times(checkpoint) if (resume or no_train) else {"runs": [], "wall_s": 0.0, "cpu_s": 0.0}
     try:
-        s, result, times = train(cfg, rows, checkpoint, resume, progress=progress, init=init)
+        s, result, times = train(cfg, rows, checkpoint, resume, progress=progress, init=init, average=list(average))
     except BuildError as e:
         raise click.ClickException(str(e)) from None
     if result is not None:
@@ -131,6 +170,8 @@ def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, b
         prior = _prior_times(checkpoint)
         click.echo(f"trained {result.epochs} epochs in {times['wall_s']:.0f} s wall / {times['cpu_s']:.0f} s CPU; "
                    f"validation {result.metrics}; target reached: {result.reached_target}")
+    if average:
+        prior["runs"] = prior["runs"] + [averaging_record(list(average))]
     from cbench_builders.ioi_release import write_ioi_artifact
 
     outcome = write_ioi_artifact(s, Path(out), prior, verify_pairs_n=verify_pairs, keep_failed=keep_failed)
