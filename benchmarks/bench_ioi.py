@@ -36,9 +36,12 @@ def summarize(directory: Path) -> str:
         return "\n".join(lines + ["No training log found.", ""])
     reached = next((r for r in log if all(r.get(k, 0.0) >= GATE for k in KEYS)), None)
     wall = sum(r["wall_s"] for r in runs)
-    cpu = sum(r["cpu_s"] for r in runs if r.get("cpu_s") is not None)
-    lines += ["| runs | epochs logged | wall s | CPU s | CPU / wall | time to gates |", "|---|---|---|---|---|---|",
-              f"| {len(runs)} | {len(log)} | {wall:.0f} | {cpu:.0f} | {cpu / wall if wall else float('nan'):.2f} | "
+    timed = [r for r in runs if r.get("cpu_s") is not None]  # runs before session 8 recorded no CPU time
+    cpu, timed_wall = sum(r["cpu_s"] for r in timed), sum(r["wall_s"] for r in timed)
+    lines += ["| runs | epochs logged | wall s | CPU s (runs that recorded it) | CPU / wall (those runs) | time to gates |",
+              "|---|---|---|---|---|---|",
+              f"| {len(runs)} | {len(log)} | {wall:.0f} | {cpu:.0f} of {len(timed)} runs | "
+              f"{cpu / timed_wall if timed_wall else float('nan'):.2f} | "
               + (f"{reached['elapsed_s']:.0f} s (epoch {reached['epoch']})" if reached else "not reached") + " |", "",
               "Validation metrics by epoch (every fifth, and the last):", "",
               "| epoch | wall s | accuracy | IIA | SIIA | min node SIIA | edge SIIA | loss (IIT) | loss (behaviour) |",
