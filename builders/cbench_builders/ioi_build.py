@@ -140,7 +140,8 @@ def averaging_record(paths: list[Path]) -> dict:
 @click.option("--init", "init", type=click.Choice(["default", "zero-outputs"]), default="default",
               show_default=True, help="zero-outputs: every MLP's W_out and every head's W_O start at zero")
 @click.option("--target", type=float, default=0.995, show_default=True)
-@click.option("--verify-pairs", type=int, default=200, show_default=True)
+@click.option("--verify-pairs", type=int, default=1000, show_default=True,
+              help="pairs per gate set: `cbench verify`'s default, so a release passes what its users rerun")
 @click.option("--keep-failed", is_flag=True, help="write the artifact even when a gate fails (marked so)")
 @click.option("--average", "average", multiple=True, type=click.Path(path_type=Path),
               help="with --no-train: verify and write the mean of these checkpoints' weights (stochastic "

@@ -60,7 +60,7 @@ def correspondence_document(ll_shape: dict, seed: int) -> dict:
                      "position; scored at the last position."}
 
 
-def write_ioi_artifact(s, out: Path, prior: dict, verify_pairs_n: int = 200, keep_failed: bool = False) -> IOIOutcome:
+def write_ioi_artifact(s, out: Path, prior: dict, verify_pairs_n: int = 1000, keep_failed: bool = False) -> IOIOutcome:
     """Verify the trained model of setup ``s`` and write ``out/ioi`` when it passes (or ``keep_failed``)."""
     from cbench.artifacts import write_model_artifact
     from cbench.transformer_lens_adapter import config_to_json
