@@ -288,7 +288,11 @@ def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_pa
                            edge_weight=1.0, seed=0, threads=1)
     s, result, times = train(cfg, 24, tmp_path / "c.safetensors", resume=False,
                              arch={"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 16})
-    out = write_ioi_artifact(s, tmp_path / "out", {"runs": [], "wall_s": 1.0, "cpu_s": 1.0}, verify_pairs_n=14,
+    from cbench_builders.ioi_build import averaging_record
+
+    runs = [{"wall_s": 1.0, "cpu_s": None, "epochs": 1, "recipe": {"algorithm": "summed", "lr": 0.01}},
+            averaging_record([tmp_path / "c.safetensors"])]  # a run without CPU time or note, then an average
+    out = write_ioi_artifact(s, tmp_path / "out", {"runs": runs, "wall_s": 1.0, "cpu_s": 0.0}, verify_pairs_n=14,
                              keep_failed=True)
     assert not out.released and out.meta["release_gate_failures"]
     art = read_model_artifact(out.path)
@@ -297,6 +301,8 @@ def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_pa
     assert art.meta["high_level"]["kind"] == "ioi" and "iia" in art.meta["gates"]
     assert art.tokenizer().encode(ABBA).ids == ioi_vocab.encode(ABBA, VOCAB)
     assert "Not released" in art.readme and "GPT-2" in art.readme
+    assert "| 1 | 1 | 1.0 | not recorded | algorithm summed, lr 0.01 |" in art.readme
+    assert "| 2 | 0 | 0.0 | 0.0 | no training (weights: the mean of 1 checkpoints" in art.readme
 
 
 def test_zoo_pins_tell_a_model_from_a_dataset_of_the_same_name(tmp_path, monkeypatch):
