@@ -38,7 +38,8 @@ def summarize(directory: Path) -> str:
     wall = sum(r["wall_s"] for r in runs)
     timed = [r for r in runs if r.get("cpu_s") is not None]  # runs before session 8 recorded no CPU time
     cpu, timed_wall = sum(r["cpu_s"] for r in timed), sum(r["wall_s"] for r in timed)
-    lines += ["| runs | epochs logged | wall s | CPU s (runs that recorded it) | CPU / wall (those runs) | time to gates |",
+    lines += ["| runs | epochs logged | wall s | CPU s (runs that recorded it) | CPU / wall (those runs) "
+              "| time to gates |",
               "|---|---|---|---|---|---|",
               f"| {len(runs)} | {len(log)} | {wall:.0f} | {cpu:.0f} of {len(timed)} runs | "
               f"{cpu / timed_wall if timed_wall else float('nan'):.2f} | "
@@ -55,7 +56,8 @@ def summarize(directory: Path) -> str:
         for i, r in enumerate(runs, 1):
             rec = r.get("recipe")
             desc = (f"{rec['algorithm']}, lr {rec['lr']:g}, batch {rec['batch_size']}, {rec['pairs_per_epoch']} "
-                    f"pairs/epoch, edge weight {rec['edge_weight']:g}, IIT weight {rec.get('iit_weight', 1.0):g}, source gradients "
+                    f"pairs/epoch, edge weight {rec['edge_weight']:g}, IIT weight {rec.get('iit_weight', 1.0):g}, "
+                    "source gradients "
                     f"{'on' if rec['source_gradients'] else 'off'}") if rec else (
                 "no training" if r.get("averaged") else "not recorded (before session 8)")
             cpu_s = "not recorded" if r.get("cpu_s") is None else f"{r['cpu_s']:.0f}"

@@ -6,8 +6,8 @@ dynamic mmap threshold goes back to the kernel, and the top of the heap is trimm
 of it is free; the next allocation of the same size then faults in fresh zeroed pages. On
 `cbench verify ioi` (200 pairs) that was 121 million page faults and more system time than user
 time: 502 s of wall. With blocks up to 32 MB served from the heap, the heap grown 1 GB at a time and
-never trimmed, the same run took 214 s (12 s of system time) at 12 % more peak memory. (Measured on
-this project's 2-core machine; README "Measured".)
+never trimmed, the same run took 214 s (12 s of system time); at 50 pairs, in one process,
+136.8 s -> 58.1 s at 22 % more peak memory (`benchmarks/bench_allocator.py`; README "Measured").
 
 :func:`tune` applies that once per process. The CLI calls it before any command runs; a library user
 may call it too. ``CBENCH_MALLOC=default`` leaves the allocator as it is.
