@@ -37,7 +37,7 @@ RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
 def _released(kind: str) -> list[str]:
     index = json.loads((RELEASES / "index.json").read_text())
     return sorted({m["name"] for c in index["cases"] for m in c["models"] if m["model_kind"] == kind},
-                  key=lambda n: int(n.rsplit("-", 1)[1]))
+                  key=lambda n: (0, int(n.rsplit("-", 1)[1])) if n.rsplit("-", 1)[-1].isdigit() else (1, n))  # ioi last
 
 
 def _artifact(name: str):
