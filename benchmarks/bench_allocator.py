@@ -1,9 +1,9 @@
-"""glibc's malloc defaults against :func:`cbench.allocator.tune` on one `cbench verify` run.
+"""glibc's malloc defaults against :func:`cbench.runtime.allocator.tune` on one `cbench verify` run.
 
-Runs :func:`cbench.verify.verify_artifact` on a model artifact twice in this process (after a
+Runs :func:`cbench.verify.gates.verify_artifact` on a model artifact twice in this process (after a
 10-pair warm-up, so both runs find the data loaded): first with
 the allocator as the process found it (run with ``CBENCH_MALLOC=default`` semantics: nothing
-tuned), then after :func:`cbench.allocator.tune`. Prints wall, user and system seconds and minor
+tuned), then after :func:`cbench.runtime.allocator.tune`. Prints wall, user and system seconds and minor
 page faults of each run (``getrusage``), the ratio, and checks the two reports agree gate by gate.
 
 Usage::
@@ -36,9 +36,9 @@ def main() -> None:
 
     import torch
 
-    from cbench.allocator import tune
-    from cbench.artifacts import read_model_artifact
-    from cbench.verify import verify_artifact
+    from cbench.runtime.allocator import tune
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.verify.gates import verify_artifact
 
     torch.set_num_threads(1)
     art = read_model_artifact(args.artifact)
@@ -46,11 +46,11 @@ def main() -> None:
     verify_artifact(art, n_pairs=10, offline=True)  # warm-up: data loaded, modules imported
     default, d = _timed(run)
     if not tune():
-        raise SystemExit("cbench.allocator.tune() did not apply here (not glibc, or CBENCH_MALLOC=default)")
+        raise SystemExit("cbench.runtime.allocator.tune() did not apply here (not glibc, or CBENCH_MALLOC=default)")
     tuned, t = _timed(run)
     same = [(g.name, g.pairs, g.value) for g in default.gates] == [(g.name, g.pairs, g.value) for g in tuned.gates]
     lines = [f"`cbench verify` on {art.meta.get('case')} ({args.n_pairs} pairs per set), one torch thread, "
-             "same process: glibc's defaults first, then `cbench.allocator.tune()`.", "",
+             "same process: glibc's defaults first, then `cbench.runtime.allocator.tune()`.", "",
              "| allocator | wall s | user s | system s | minor page faults | peak RSS MB (process so far) |",
              "|---|---|---|---|---|---|"]
     for name, m in (("glibc defaults", d), ("tuned", t)):

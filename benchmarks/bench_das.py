@@ -46,7 +46,7 @@ def reference_passes(model, data, spec) -> float:
 
 
 def main(argv=None) -> int:
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench.localization.featurizers import FeaturizerSpec, fit
     from cbench.localization.localize import iia, load_variable_data
     from cbench.localization.variables import parse_location, variables

@@ -39,8 +39,8 @@ from hook_reference import reference_acdc, reference_eap_ig_inputs  # noqa: E402
 from cbench.discovery import discover  # noqa: E402
 from cbench.discovery.base import prepare  # noqa: E402
 from cbench.runtime import CircuitRuntime  # noqa: E402
-from cbench.task_data import TaskData, sample_pairs  # noqa: E402
-from cbench.transformer_lens_adapter import build_model  # noqa: E402
+from cbench.tasks.data import TaskData, sample_pairs  # noqa: E402
+from cbench.artifacts.transformer_lens_adapter import build_model  # noqa: E402
 
 
 def siit_like_model(seed: int = 0):
@@ -75,7 +75,7 @@ def find_tracr_artifact() -> Path | None:
     if not root.is_dir():
         fallback = released("tracr-case-21")
         return fallback if (fallback / "meta.json").is_file() else None
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     for d in sorted(root.iterdir()):
         if (d / "meta.json").is_file():
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     results = []
     art_dir = args.artifact or find_tracr_artifact()
     if art_dir is not None:
-        from cbench.artifacts import read_model_artifact
+        from cbench.artifacts.model import read_model_artifact
 
         art = read_model_artifact(art_dir)
         data = sample_pairs(art.meta, args.n_examples, seed=0)
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     if args.siit is None and not (siit_dir / "meta.json").is_file():
         siit_dir = released("case-3")
     if siit_dir is not None and (Path(siit_dir) / "meta.json").is_file():
-        from cbench.artifacts import read_model_artifact
+        from cbench.artifacts.model import read_model_artifact
 
         try:
             art = read_model_artifact(siit_dir)

@@ -34,10 +34,10 @@ from hook_reference import (reference_ifr, reference_nap, reference_node_replace
 
 from cbench.discovery import discover  # noqa: E402
 from cbench.discovery.base import prepare  # noqa: E402
-from cbench.metrics import make_metric  # noqa: E402
+from cbench.tasks.metrics import make_metric  # noqa: E402
 from cbench.runtime import CircuitRuntime  # noqa: E402
 from cbench.runtime.optimal_ablation import node_losses  # noqa: E402
-from cbench.task_data import sample_pairs  # noqa: E402
+from cbench.tasks.data import sample_pairs  # noqa: E402
 
 UGS = {"steps": 20, "lr": 0.1, "lambda_reg": 0.1, "init": 1.0, "seed": 0}
 
@@ -106,7 +106,7 @@ def main(argv=None):
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     art = read_model_artifact(released("case-3"))
     model = art.load_model()

@@ -6,7 +6,7 @@ fresh process (``python -m cbench.cli ...``), so interpreter start and imports c
 
 Usage: ``python benchmarks/bench_pull.py [--repeat 3] [--hub DIR --case NAME]``. Without
 ``--hub`` a temporary hub is made: from ``model_zoo/releases`` if it holds a case, else from a
-tiny random model written with ``cbench.artifacts.write_model_artifact``.
+tiny random model written with ``cbench.artifacts.model.write_model_artifact``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ CLI = [sys.executable, "-m", "cbench.cli"]
 
 
 def _tiny_case(tmp: Path) -> tuple[Path, str]:
-    from cbench.artifacts import write_model_artifact
-    from cbench.hub import publish
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.model import write_model_artifact
+    from cbench.hub.publish import publish
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     model = build_model({"n_layers": 2, "d_model": 16, "n_heads": 4, "d_head": 4, "d_mlp": 64, "d_vocab": 6,
                          "d_vocab_out": 1, "n_ctx": 5, "act_fn": "relu", "normalization_type": None, "seed": 0})
@@ -47,7 +47,8 @@ def _tiny_case(tmp: Path) -> tuple[Path, str]:
 
 
 def _zoo_case(tmp: Path) -> tuple[Path, str] | None:
-    from cbench.hub import ensure_seeded, zoo_releases
+    from cbench.hub.seeding import ensure_seeded
+    from cbench.hub.zoo import zoo_releases
 
     releases = {r: v for r, v in zoo_releases().items() if r.repo_type == "model"}
     if not releases:
@@ -89,7 +90,7 @@ def main() -> None:
             hub, case = _zoo_case(tmp) or _tiny_case(tmp)
         base_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "CBENCH_ENDPOINT")}
 
-        from cbench.hub_server import HubServer
+        from cbench.hub.server import HubServer
 
         starts = []
         for _ in range(args.repeat):

@@ -3,7 +3,7 @@ peak memory, each as a ratio to the floor and to auto-circuit, in one run.
 
 Sizes (``--sizes``, comma-separated; default all three):
 
-* ``siit``: the main SIIT case-3 model pulled from the embedded local hub (``cbench.pull``), 100
+* ``siit``: the main SIIT case-3 model pulled from the embedded local hub (``cbench.hub.pull``), 100
   sampled validation-style pairs of its task;
 * ``6x4``: the IOI shape, 6 layers x 4 heads, d_model 64 (MLPs, layer norms), random weights,
   1,108 edges;
@@ -96,14 +96,14 @@ def prepare_size(size: str, workdir: Path, n: int) -> Path:
     import torch
     from safetensors.torch import save_file
 
-    from cbench.transformer_lens_adapter import build_model, config_to_json
+    from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
 
     out = workdir / size
     out.mkdir(parents=True, exist_ok=True)
     if size == "siit":
-        from cbench.artifacts import read_model_artifact
-        from cbench.pull import pull
-        from cbench.task_data import sample_pairs
+        from cbench.artifacts.model import read_model_artifact
+        from cbench.hub.pull import pull
+        from cbench.tasks.data import sample_pairs
 
         snap = pull("case-3")
         art = read_model_artifact(snap.path)
@@ -122,7 +122,7 @@ def prepare_size(size: str, workdir: Path, n: int) -> Path:
         base[:, 0] = source[:, 0] = 0
         valid = torch.ones(n, SEQ_LEN, dtype=torch.bool)
         valid[:, 0] = False
-        from cbench.task_data import TaskData
+        from cbench.tasks.data import TaskData
 
         data = TaskData(base, source, None, valid, "categorical")
         task = "categorical"
@@ -143,8 +143,8 @@ def load_size(d: Path, device: str):
     import torch
     from safetensors.torch import load_file
 
-    from cbench.task_data import TaskData
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.tasks.data import TaskData
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     cfg = json.loads((d / "config.json").read_text())
     model = build_model(cfg, state_dict=load_file(d / "model.safetensors"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from cbench import transformer_lens_adapter as tla
-from cbench.graph import Graph
+from cbench.artifacts import transformer_lens_adapter as tla
+from cbench.graph.graph import Graph
 
 
 def node_output_caches(model, tokens) -> dict[str, torch.Tensor]:

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import _scoring_toy as T
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 METHODS = "eap,acdc,random"
 
 
 def write_case(path: Path, case: str, seed: int):
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
 
     model = T.toy_model(seed)
     graph = Graph.from_config(model.cfg)

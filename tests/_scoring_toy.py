@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 ACTIVE = ("input", "a0.h0", "m0", "a1.h1", "logits")
 META = {
@@ -29,7 +29,7 @@ def toy_config(n_layers: int = 2, n_heads: int = 2, seed: int = 0) -> dict:
 
 
 def toy_model(seed: int = 0, scale: float = 1.0):
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     model = build_model(toy_config(seed=seed))
     with torch.no_grad():
@@ -81,7 +81,7 @@ FULL_META = dict(META, case="toy3", training=None, metrics=None, dataset_revisio
 
 def write_toy_artifact(path, seed: int = 0):
     """The toy model as a model artifact directory (case id 'toy3'); returns the artifact."""
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
 
     model = toy_model(seed)
     graph = Graph.from_config(model.cfg)

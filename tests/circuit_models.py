@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from cbench.transformer_lens_adapter import build_model
+from cbench.artifacts.transformer_lens_adapter import build_model
 
 torch.set_num_threads(1)
 

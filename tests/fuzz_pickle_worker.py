@@ -2,7 +2,7 @@
 
 Mutates a corpus of real pickles (InterpBench-style configs and edge lists, dtypes, devices, numpy
 scalars, a HookedTransformerConfig, protocols 0-5) N times and feeds each to
-:func:`cbench.legacy_pickle.loads`. A CbenchError is the expected answer to a bad pickle; any other
+:func:`cbench.artifacts.legacy_pickle.loads`. A CbenchError is the expected answer to a bad pickle; any other
 exception prints ``UNEXPECTED`` with the input and exits 3; a crash kills this process (the parent
 sees the signal). Prints ``done N loaded K refused R`` at the end.
 """
@@ -68,7 +68,7 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> bytes:
 
 
 def main(n: int, seed: int) -> int:
-    from cbench import legacy_pickle
+    from cbench.artifacts import legacy_pickle as legacy_pickle
     from cbench.errors import CbenchError
 
     pool = corpus()

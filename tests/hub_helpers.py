@@ -13,7 +13,7 @@ CBENCH = [sys.executable, "-m", "cbench.cli"]
 
 
 def tiny_model(seed: int = 0, d_vocab_out: int = 3):
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     cfg = {"n_layers": 1, "d_model": 8, "n_heads": 2, "d_head": 4, "d_mlp": 16, "d_vocab": 5,
            "d_vocab_out": d_vocab_out, "n_ctx": 5, "act_fn": "relu", "normalization_type": None,
@@ -38,7 +38,7 @@ def tiny_circuit(case: str = "3") -> dict:
 
 
 def write_tiny_artifact(path: Path, case: str = "3", seed: int = 0, description: str = "tiny test model"):
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
 
     readme = f"---\nlicense: mit\ntags: [cbench]\n---\n# case-{case}\n\n{description} (seed {seed}).\n"
     return write_model_artifact(path, tiny_model(seed), tiny_meta(case, seed, description), circuit=tiny_circuit(case),
@@ -87,7 +87,7 @@ def read_json(p: Path) -> dict:
 
 def publish_tiny_versions(root: Path, hub: Path, versions, dates: dict | None = None, describe: bool = False) -> dict:
     """Publish a tiny model (seed i) as ``versions[i]`` of ``cbench/case-3`` to ``hub``; ``{version: commit}``."""
-    from cbench import hub as hubmod
+    import cbench.hub as hubmod
 
     shas = {}
     for i, version in enumerate(versions):

@@ -7,10 +7,10 @@ import torch
 
 from circuit_models import HANDBUILT_CIRCUIT, handbuilt_model, random_tokens
 
-from cbench.ablation import ablate, node_effects
+from cbench.scoring.ablation import ablate, node_effects
 from cbench.errors import GraphError, UsageError
 from cbench.runtime import CircuitRuntime
-from cbench.task_data import TaskData
+from cbench.tasks.data import TaskData
 
 
 @pytest.fixture(scope="module")

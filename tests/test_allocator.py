@@ -1,4 +1,4 @@
-"""cbench.allocator: the CLI sets glibc's malloc for many large short-lived tensors, and
+"""cbench.runtime.allocator: the CLI sets glibc's malloc for many large short-lived tensors, and
 ``CBENCH_MALLOC=default`` leaves it alone. Run in subprocesses: the settings are per process."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 PROBE = """
 import ctypes, os, sys
-from cbench.allocator import tune
+from cbench.runtime.allocator import tune
 applied = tune()
 class Info(ctypes.Structure):  # struct mallinfo2: arena, ordblks, smblks, hblks, hblkhd, ...
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -47,7 +47,7 @@ def test_cbench_malloc_default_leaves_the_allocator_alone():
 
 
 def test_the_cli_tunes_before_any_command(monkeypatch):
-    import cbench.allocator as allocator
+    import cbench.runtime.allocator as allocator
     from cbench.cli import main
 
     calls = []

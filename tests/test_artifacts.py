@@ -1,4 +1,4 @@
-"""Model artifacts: write, read back, verify (cbench.artifacts + cbench.transformer_lens_adapter)."""
+"""Model artifacts: write, read back, verify (cbench.artifacts.model + cbench.artifacts.transformer_lens_adapter)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cbench import artifacts as A
-from cbench import transformer_lens_adapter as tla
+import cbench.artifacts as A
+from cbench.artifacts import transformer_lens_adapter as tla
 from cbench.errors import ArtifactError, ArtifactSchemaError, CbenchError, HashMismatchError, SchemaError
 
 N_CTX = 5

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import cbench.hub as hubmod
-from cbench.cache import Cache
+from cbench.hub.cache import Cache
 from cbench.errors import CacheDamagedError, TagMovedError
-from cbench.hub import RepoRef
-from cbench.hub_server import HubServer
-from cbench.pull import pull
+from cbench.hub.repos import RepoRef
+from cbench.hub.server import HubServer
+from cbench.hub.pull import pull
 from cli_inprocess import assert_one_clean_error, run_main
 from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
@@ -85,7 +85,7 @@ def test_flipped_byte_is_found_refused_offline_and_repaired_by_pull(server, home
 def test_weights_and_meta_edited_together_are_still_refused(server, home):
     import hashlib
 
-    from cbench.loading import load
+    from cbench.hub.loading import load
 
     snap = pull("case-3@v1.0.0", endpoint=server.endpoint)
     weights = (snap.path / "model.safetensors").resolve()
@@ -109,7 +109,7 @@ def test_cache_verify_checks_datasets_and_repair_removes_damaged_snapshots(serve
     reports = {r["repo"]: r for r in json.loads(res.stdout)}
     assert reports["cbench/case-3"]["ok"] and not reports["cbench/counterfactuals"]["ok"]
     with pytest.raises(CacheDamagedError, match="parquet"):
-        from cbench.loading import load_dataset
+        from cbench.hub.loading import load_dataset
 
         load_dataset("counterfactuals", "case-3", offline=True)
     res = run_main(["cache", "verify", "--repair"])
@@ -121,7 +121,7 @@ def test_cache_verify_checks_datasets_and_repair_removes_damaged_snapshots(serve
 
 
 def test_datasets_arrow_cache_lives_under_cbench_home(server, home):
-    from cbench.loading import load_dataset
+    from cbench.hub.loading import load_dataset
 
     ds = load_dataset("counterfactuals", "case-3", endpoint=server.endpoint, split="train")
     assert len(ds) == len(ROWS)
@@ -238,7 +238,7 @@ def test_a_case_without_the_dataset_refuses_and_names_sampled(home, tmp_path):
 
 # ---------------------------------------------------------------------------- leftovers
 def test_stale_olah_directories_of_dead_processes_are_removed():
-    from cbench.hub_server import remove_stale_server_dirs
+    from cbench.hub.server import remove_stale_server_dirs
 
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True).stdout)

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cbench.artifacts import read_model_artifact
+from cbench.artifacts.model import read_model_artifact
 from cbench.discovery import discover, to_edge_scores_document
 from cbench.discovery.random_scores import draw
 from cbench.scoring.bench import RANDOM_SEEDS, bench_hyperparameters, random_aurocs

@@ -51,7 +51,7 @@ def test_python_snippet_of_the_card_runs(monkeypatch, tmp_path):
     """The card's example input tokenizes with the model's tokenizer."""
     import re
 
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     text = render_card("siit_model", _siit_context())
     example = re.search(r'model.to_tokens\("([^"]*)"\)', text).group(1)

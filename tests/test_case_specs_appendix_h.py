@@ -96,7 +96,7 @@ def test_spec_has_required_keys_and_types(case_id):
 
 @pytest.mark.parametrize("case_id", PRESENT)
 def test_spec_matches_case_schema_apart_from_label_positions(case_id):
-    from cbench.validation import validate
+    from cbench.schemas import validate
 
     spec = _load(case_id).SPEC
     # The binding case format says label_positions "all-but-bos"; the schema's enum does not have

@@ -20,12 +20,12 @@ def test_list_is_natural_and_shows_datasets_without_seeding(tmp_path):
     assert models.index("case-3") < models.index("case-11") < models.index("case-33")
     assert {"counterfactuals", "circuits"} <= {r["name"] for r in rows if r["type"] == "dataset"}
     assert not (tmp_path / "home" / "hub" / "models").exists()  # nothing was seeded to list
-    from cbench.pull import natural_key
+    from cbench.hub.pull import natural_key
 
     assert sorted(["case-11", "case-3", "tracr-case-2", "case-3b"], key=natural_key) == \
         ["case-3", "case-3b", "case-11", "tracr-case-2"]
     # the "available:" list of an unknown case is in the same order
-    from cbench.pull import _unknown_repo_message
+    from cbench.hub.pull import _unknown_repo_message
 
     msg = _unknown_repo_message("zzz", ["cbench/zzz"], "model", ["cbench/case-11", "cbench/case-3", "cbench/case-101"],
                                 "hub X")
@@ -34,7 +34,7 @@ def test_list_is_natural_and_shows_datasets_without_seeding(tmp_path):
 
 def test_methods_metrics_and_ablations_are_choices_from_the_registries():
     from cbench.discovery import METHODS
-    from cbench.metrics import METRICS
+    from cbench.tasks.metrics import METRICS
 
     out = CliRunner().invoke(cli, ["discover", "--help"]).output
     assert "[" + "|".join(METHODS) + "]" in out.replace("\n", "").replace(" ", "")

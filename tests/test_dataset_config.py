@@ -6,9 +6,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cbench import hub as hubmod
+import cbench.hub as hubmod
 from cbench.errors import UsageError
-from cbench.loading import config_snapshot, load_dataset
+from cbench.hub.loading import config_snapshot, load_dataset
 
 
 def _two_config_dataset(path):

@@ -219,7 +219,7 @@ def hub_env(tmp_path, monkeypatch):
 def test_publish_then_load_through_the_hub_at_a_tag_and_offline(built, tracr_dir, tmp_path, hub_env):
     import cbench
     from cbench.errors import UnknownRevisionError
-    from cbench.hub import publish
+    from cbench.hub.publish import publish
 
     out, _ = built
     hub = hub_env
@@ -248,7 +248,7 @@ def test_publish_then_load_through_the_hub_at_a_tag_and_offline(built, tracr_dir
         cbench.load_dataset("counterfactuals", "case-3", revision="v9.9.9", offline=True)
 
     # other projects: plain datasets.load_dataset(repo, config, revision=tag) against the hub
-    from cbench.hub_server import HubServer
+    from cbench.hub.server import HubServer
 
     code = (
         "import datasets, json, sys\n"

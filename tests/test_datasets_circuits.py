@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cbench.errors import ArtifactError, BuildError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 from cbench_builders import circuits_dataset
 
 TRACR = {

@@ -67,7 +67,7 @@ def test_high_level_model_gives_no_class_where_the_program_is_none():
 
 
 def test_case_13_writes_null_at_its_last_position_and_the_client_skips_it(tmp_path):
-    from cbench.task_data import from_rows
+    from cbench.tasks.data import from_rows
 
     cm = _case_model("13", tmp_path)
     build = _build(cm, tmp_path / "a")

@@ -15,12 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from circuit_models import HANDBUILT_CIRCUIT, handbuilt_model, random_model, random_tokens  # noqa: E402
 from hook_reference import reference_acdc, reference_eap_ig_inputs  # noqa: E402
 
-from cbench import validation  # noqa: E402
+from cbench import schemas as validation  # noqa: E402
 from cbench.discovery import METHODS, discover, to_edge_scores_document, validate_hyperparameters  # noqa: E402
 from cbench.discovery.base import prepare  # noqa: E402
 from cbench.errors import UsageError  # noqa: E402
 from cbench.runtime import CircuitRuntime  # noqa: E402
-from cbench.task_data import TaskData  # noqa: E402
+from cbench.tasks.data import TaskData  # noqa: E402
 
 FAST = {"sp": {"steps": 5}, "edge-sp": {"steps": 5}, "eap-ig-inputs": {"steps": 3}, "eap-ig-activations": {"steps": 2}}
 
@@ -181,8 +181,8 @@ TRACR_3 = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "mode
 
 @pytest.fixture(scope="module")
 def tracr3():
-    from cbench.artifacts import read_model_artifact
-    from cbench.task_data import sample_pairs
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.tasks.data import sample_pairs
 
     art = read_model_artifact(TRACR_3)
     return art, CircuitRuntime(art), sample_pairs(art.meta, 100, seed=0)
@@ -216,9 +216,9 @@ SIIT_3 = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "model
 def test_sp_defaults_rank_the_siit_case_3_circuit(method, floor):
     # the tuned defaults (100 minibatch steps) on the released SIIT case 3, 100 sampled pairs:
     # sp 0.96, edge-sp 0.97-0.995 over seeds 0-2; random scores give about 0.5
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
-    from cbench.task_data import sample_pairs
+    from cbench.tasks.data import sample_pairs
 
     art = read_model_artifact(SIIT_3)
     rt = CircuitRuntime(art)

@@ -12,9 +12,9 @@ import pytest
 
 from circuit_models import HANDBUILT_CIRCUIT, handbuilt_model
 
-from cbench import validation
+from cbench import schemas as validation
 from cbench.cli import cli, main
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 META = {
     "schema": "cbench/model-meta/v1", "case": "hand-1", "model_kind": "tracr", "task_type": "categorical",
@@ -27,7 +27,7 @@ META = {
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
 
     model = handbuilt_model(with_mlp=False)
     g = Graph.from_config(model.cfg)

@@ -16,16 +16,17 @@ from circuit_models import HANDBUILT_CIRCUIT, handbuilt_model, random_model, ran
 from hook_reference import (reference_ifr, reference_nap, reference_node_replacement_loss,  # noqa: E402
                             reference_ugs)
 
-from cbench import circuits, validation  # noqa: E402
+from cbench.graph import circuits  # noqa: E402
+from cbench import schemas as validation  # noqa: E402
 from cbench.discovery import METHODS, bench_methods, discover, to_edge_scores_document  # noqa: E402
 from cbench.discovery.base import prepare  # noqa: E402
 from cbench.discovery.nap import edge_scores_from_nodes  # noqa: E402
 from cbench.errors import UsageError  # noqa: E402
-from cbench.graph import Graph  # noqa: E402
-from cbench.metrics import make_metric  # noqa: E402
+from cbench.graph.graph import Graph  # noqa: E402
+from cbench.tasks.metrics import make_metric  # noqa: E402
 from cbench.runtime import ABLATIONS, CircuitRuntime  # noqa: E402
 from cbench.runtime import optimal_ablation as oa  # noqa: E402
-from cbench.task_data import TaskData  # noqa: E402
+from cbench.tasks.data import TaskData  # noqa: E402
 
 NEW = ("nap", "nap-ig", "ifr", "ugs")
 
@@ -240,7 +241,7 @@ def test_cli_discover_new_methods_ablation_and_seed_then_evaluate_greedy(tmp_pat
     from click.testing import CliRunner
     from test_discovery_cli import META, HANDBUILT_CIRCUIT as CIRCUIT
 
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
     from cbench.cli import cli
 
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
@@ -303,8 +304,8 @@ def test_the_mib_baselines_run_on_every_released_model_with_every_ablation(path,
     file."""
     import functools
 
-    from cbench.artifacts import read_model_artifact
-    from cbench.task_data import sample_pairs
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.tasks.data import sample_pairs
 
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path))
     short = oa.OptimalAblationSettings(max_steps=20, eval_every=10, patience=20)

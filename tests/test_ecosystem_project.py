@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cbench import hub as hubmod
-from cbench.hub_server import HubServer
-from cbench.pull import git_blob_id, pull
+import cbench.hub as hubmod
+from cbench.hub.server import HubServer
+from cbench.hub.pull import git_blob_id, pull
 from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
 # a fresh interpreter importing datasets, transformers and TransformerLens, plus three `hf` runs:

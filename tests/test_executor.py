@@ -11,7 +11,7 @@ import pytest
 import _report_toy as R
 from cbench.cli import main
 from cbench.errors import CbenchError, UsageError
-from cbench.executor import LocalExecutor, Outcome, make_executor, progress_line, run_task
+from cbench.scoring.executor import LocalExecutor, Outcome, make_executor, progress_line, run_task
 
 
 def run(capsys, *argv):

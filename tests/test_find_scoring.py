@@ -17,7 +17,7 @@ from cbench.find import functions as F
 from cbench.find.baseline import interpret_numeric, interpret_string, run_baseline
 from cbench.find.sandbox import Limits
 from cbench.find.scoring import format_table, interval_iou, nmse, read_submission, score
-from cbench.validation import validate
+from cbench.schemas import validate
 
 LIMITS = Limits(wall_s=10.0, cpu_s=5)
 

@@ -114,7 +114,7 @@ ZOO_FIND = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "dat
 
 def test_the_release_is_in_the_zoo_and_pull_find_means_cbench_find():
     from cbench.find.suite import FindSuite
-    from cbench.pull import candidates
+    from cbench.hub.pull import candidates
 
     assert candidates("find", "dataset") == ["cbench/find"]
     index = json.loads((ZOO_FIND.parents[1] / ".." / ".." / "index.json").resolve().read_text())

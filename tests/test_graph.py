@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cbench.errors import GraphError
-from cbench.graph import Graph, parse_edge_name, promote_edge_name
+from cbench.graph.graph import Graph, parse_edge_name, promote_edge_name
 
 
 def test_gpt2_small_shape_counts():

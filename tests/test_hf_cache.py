@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 from huggingface_hub import scan_cache_dir, snapshot_download
 
-from cbench import hub as hubmod
-from cbench.cache import Cache, records_dir
-from cbench.cache_verify import verify_all
+import cbench.hub as hubmod
+from cbench.hub.cache import Cache, records_dir
+from cbench.hub.cache_verify import verify_all
 from cbench.errors import CacheDamagedError, UsageError
-from cbench.hub import RepoRef
-from cbench.hub_server import HubServer
-from cbench.loading import load_dataset
-from cbench.pull import pull, select_remote
+from cbench.hub.repos import RepoRef
+from cbench.hub.server import HubServer
+from cbench.hub.loading import load_dataset
+from cbench.hub.pull import pull
+from cbench.hub.remote import select_remote
 from hub_helpers import publish_tiny_versions, run_cli, write_tiny_dataset
 
 CONFIGS = ("case-3", "case-5", "case-7")

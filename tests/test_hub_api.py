@@ -1,5 +1,5 @@
 """The local hub answers the Hub API as huggingface.co does: a plain ``huggingface_hub`` client
-against ``cbench``'s server (olah behind :mod:`cbench.hub_api`) on 127.0.0.1."""
+against ``cbench``'s server (olah behind :mod:`cbench.hub.api`) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
 
-from cbench import hub as hubmod
-from cbench.hub_server import HubServer
-from cbench.pull import git_blob_id
+import cbench.hub as hubmod
+from cbench.hub.server import HubServer
+from cbench.hub.pull import git_blob_id
 from hub_helpers import write_tiny_artifact, write_tiny_dataset
 
 V1_DATE = "2026-11-20T10:00:00Z"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from cbench import legacy_pickle
+from cbench.artifacts import legacy_pickle as legacy_pickle
 from cbench.errors import UnsafePickleError
 from hub_helpers import assert_clean_error, run_cli
 
@@ -69,7 +69,7 @@ def test_pickled_hooked_transformer_config_becomes_field_values(tmp_path):
 
 
 def _interpbench_folder(tmp_path, cfg_as_object=False):
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     cfg = {"n_layers": 2, "d_model": 8, "n_ctx": 5, "d_head": 2, "n_heads": 4, "d_mlp": 32, "d_vocab": 6,
            "d_vocab_out": 1, "act_fn": "gelu", "normalization_type": "LN", "seed": 42, "dtype": torch.float32,
@@ -103,8 +103,8 @@ def _interpbench_folder(tmp_path, cfg_as_object=False):
 
 @pytest.mark.parametrize("cfg_as_object", [False, True])
 def test_import_interpbench_folder(tmp_path, cfg_as_object):
-    from cbench.artifacts import read_model_artifact
-    from cbench.interpbench_import import import_interpbench
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.artifacts.interpbench_import import import_interpbench
 
     d, model = _interpbench_folder(tmp_path, cfg_as_object)
     art = import_interpbench(d, "3", tmp_path / "out")
@@ -129,7 +129,7 @@ def test_import_cli_refuses_malicious_cfg_and_runs_nothing(tmp_path):
 
 
 def test_import_refuses_malicious_weights(tmp_path):
-    from cbench.interpbench_import import import_interpbench
+    from cbench.artifacts.interpbench_import import import_interpbench
 
     d, _ = _interpbench_folder(tmp_path)
     marker = tmp_path / "pwned"

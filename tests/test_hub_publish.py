@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cbench import hub as hubmod
+import cbench.hub as hubmod
 from cbench.errors import PublishError, UsageError
 from hub_helpers import assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
 
@@ -148,7 +148,7 @@ def test_seeding_from_zoo_in_version_order(tmp_path, artifacts, monkeypatch):
 def test_two_processes_seeding_at_once(tmp_path, artifacts):
     zoo = _zoo(tmp_path, artifacts)
     env = {"CBENCH_HOME": str(tmp_path / "home"), "CBENCH_ZOO": str(zoo)}
-    code = "from cbench.hub import ensure_seeded; print(len(ensure_seeded()))"
+    code = "from cbench.hub.repos import ensure_seeded; print(len(ensure_seeded()))"
     import os
 
     procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **env), stdout=subprocess.PIPE,

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from cbench import hub as hubmod
-from cbench.cache import Cache
+import cbench.hub as hubmod
+from cbench.hub.cache import Cache
 from cbench.errors import (HashMismatchError, HubUnreachableError, UnknownRepoError, UnknownRevisionError,
                            UsageError)
-from cbench.hub import RepoRef
-from cbench.hub_server import HubServer, free_port
-from cbench.pull import pull
+from cbench.hub.repos import RepoRef
+from cbench.hub.server import HubServer, free_port
+from cbench.hub.pull import pull
 from hub_helpers import CBENCH, assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
 
 ROWS_V1 = [{"base": "abc", "label": 0}, {"base": "xbc", "label": 1}]
@@ -264,7 +264,7 @@ def _olah_serving(hub_dir: Path) -> set[int]:
             args = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if (b"olah.server" in args or b"cbench.hub_api" in args) and b"--config" in args:
+        if (b"olah.server" in args or b"cbench.hub.api" in args) and b"--config" in args:
             try:
                 cfg = Path(args[args.index(b"--config") + 1].decode()).read_text()
             except (OSError, IndexError):

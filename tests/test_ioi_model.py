@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from cbench.errors import ArtifactError, UsageError
-from cbench.interchange import run_interchanged, source_activations
-from cbench.ioi_high_level import (IOIHighLevel, duplicate_positions, inhibited_tokens, last_position_valid)
-from cbench.labels import NO_CLASS, high_level_classes
+from cbench.tasks.interchange import run_interchanged, source_activations
+from cbench.tasks.ioi_high_level import (IOIHighLevel, duplicate_positions, inhibited_tokens, last_position_valid)
+from cbench.tasks.labels import NO_CLASS, high_level_classes
 from cbench_builders import ioi, ioi_model, ioi_vocab
 
 VOCAB = ioi_model.vocabulary()
@@ -137,8 +137,8 @@ def test_truth_edges_map_the_high_level_edges():
 
 
 def test_tokenizer_and_pairs_from_dataset_rows():
-    from cbench.ioi_data import COUNTERFACTUALS, pairs_from_rows
-    from cbench.tokenizer import build_tokenizer
+    from cbench.tasks.ioi_data import COUNTERFACTUALS, pairs_from_rows
+    from cbench.artifacts.tokenizer import build_tokenizer
 
     meta = ioi_model.model_meta(VOCAB)
     assert build_tokenizer(meta).encode(ABBA).ids == ioi_vocab.encode(ABBA, VOCAB)
@@ -271,7 +271,7 @@ def test_bench_table_prints_mibs_published_row_beside_cbenchs():
 
 
 def test_ioi_pairs_are_never_sampled():
-    from cbench.task_data import load_task_data
+    from cbench.tasks.data import load_task_data
 
     with pytest.raises(UsageError, match="no sampled pairs"):
         load_task_data("ioi", ioi_model.model_meta(VOCAB), use_dataset=False)
@@ -280,7 +280,7 @@ def test_ioi_pairs_are_never_sampled():
 @pytest.mark.slow
 def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_path):
     """The artifact writer on a barely trained model (kept although its gates fail)."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench_builders.ioi_build import _training_config, train
     from cbench_builders.ioi_release import write_ioi_artifact
 
@@ -306,8 +306,8 @@ def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_pa
 
 
 def test_zoo_pins_tell_a_model_from_a_dataset_of_the_same_name(tmp_path, monkeypatch):
-    from cbench.hub import RepoRef
-    from cbench.pull import zoo_pins
+    from cbench.hub.repos import RepoRef
+    from cbench.hub.pull import zoo_pins
 
     (tmp_path / "releases").mkdir()
     (tmp_path / "releases" / "index.json").write_text(json.dumps({

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import _scoring_toy as T
-from cbench import validation
+from cbench import schemas as validation
 from cbench.cli import main
 
 
@@ -91,7 +91,7 @@ def test_failed_circuit_test_still_prints_its_document_and_exits_1(toy, capsys):
 
 
 def _first_edge(toy):
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     return T.toy_circuit_edges(read_model_artifact(toy / "toy").graph)[:1]
 

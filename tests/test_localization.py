@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from cbench import validation
-from cbench.artifacts import read_model_artifact
+from cbench import schemas as validation
+from cbench.artifacts.model import read_model_artifact
 from cbench.errors import UsageError
-from cbench import pyvene_adapter as pa
+from cbench.localization import pyvene_adapter as pa
 from cbench.localization.featurizers import FeaturizerSpec
 from cbench.localization.localize import load_variable_data, localize
 from cbench.localization.track import run_track

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cbench.errors import UsageError
-from cbench.metrics import default_metric, make_metric
+from cbench.tasks.metrics import default_metric, make_metric
 
 
 def test_kl_hand_computed_and_position_zero_excluded():

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cbench.artifacts import read_model_artifact
-from cbench.mib_format import from_mib, is_mib_graph, model_fields, read_graph_json, to_mib
+from cbench.artifacts.model import read_model_artifact
+from cbench.artifacts.mib_format import from_mib, is_mib_graph, model_fields, read_graph_json, to_mib
 from hub_helpers import assert_clean_error, run_cli
 
 CASE = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench" / "case-3" / "v1.0.0"
@@ -54,7 +54,7 @@ def test_round_trip_keeps_eap_igs_layout(art):
     cb = from_mib(doc, **model_fields(art))
     assert cb["schema"] == "cbench/edge-scores/v1" and cb["case"] == "3" and cb["model"]["kind"] == "siit"
     assert cb["method"]["name"] == "unknown" and cb["data"]["split"] == "unknown"
-    from cbench.validation import check_against_graph, validate
+    from cbench.schemas import check_against_graph, validate
 
     assert validate(cb) == [] and check_against_graph(cb, art.graph, case="3", d_model=art.config["d_model"]) == []
     back = to_mib(cb)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from cbench import legacy_pickle
+from cbench.artifacts import legacy_pickle as legacy_pickle
 from cbench.errors import ArtifactError, CbenchError, UnsafePickleError
 from cli_inprocess import assert_one_clean_error, run_main
 
@@ -144,7 +144,7 @@ def test_plain_configs_survive_the_round_trip():
 
 
 def test_weights_are_read_in_a_child_and_a_crash_there_is_one_line(tmp_path, monkeypatch):
-    from cbench import interpbench_import
+    from cbench.artifacts import interpbench_import as interpbench_import
 
     d = _folder(tmp_path)
     (d / "ll_model.pth").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 3)

@@ -15,7 +15,7 @@ import pytest
 import _report_toy as R
 import _scoring_toy as T
 from cbench.cli import main
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 
 def run(capsys, *argv):

@@ -1,4 +1,4 @@
-"""The one output writer and the bounded reader (cbench.safe_io), directly and through --out/--plot."""
+"""The one output writer and the bounded reader (cbench.files.safe_io), directly and through --out/--plot."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cbench.errors import ArtifactError, SchemaError, UsageError
-from cbench.safe_io import output_target, read_regular_file, write_output
+from cbench.files.safe_io import output_target, read_regular_file, write_output
 from cli_inprocess import assert_one_clean_error, run_main
 from hub_helpers import write_tiny_artifact
 

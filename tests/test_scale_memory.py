@@ -24,7 +24,7 @@ from circuit_models import random_model, random_tokens  # noqa: E402
 
 from cbench.discovery import METHODS, discover  # noqa: E402
 from cbench.runtime import CircuitRuntime  # noqa: E402
-from cbench.task_data import TaskData  # noqa: E402
+from cbench.tasks.data import TaskData  # noqa: E402
 
 REFERENCE = HERE / "data" / "scale_reference_scores.json"
 METHODS_CHECKED = [m for m in METHODS if m != "random"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from cbench import validation
+from cbench import schemas as validation
 from cbench.errors import SchemaError, UsageError
-from cbench.validation import SCHEMA_KINDS, Violation, check, kind_of, load_schema, read_json, validate
+from cbench.schemas import SCHEMA_KINDS, Violation, check, kind_of, load_schema, read_json, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = ROOT / "schemas"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import _scoring_toy as T
-from cbench import validation
+from cbench import schemas as validation
 from cbench.cli import main
 
 
@@ -289,8 +289,8 @@ def test_bench_case_sets_name_the_released_models():
 
 def test_bench_scores_name_the_hub_snapshot_they_came_from(tmp_path):
     # a pulled model's scores say which repository and commit (the inverse of repo_folder_name)
-    from cbench.cache import repo_folder_name, snapshot_of_path
-    from cbench.hub import RepoRef
+    from cbench.hub.cache import repo_folder_name, snapshot_of_path
+    from cbench.hub.repos import RepoRef
 
     folder = repo_folder_name(RepoRef("cbench/case-3", "model"))
     sha = "a" * 40

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cbench.errors import SchemaError, UsageError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 from cbench.scoring import ground_truth as gt
 
 # 1 layer x 2 heads, attention only: 9 q/k/v-level edges, 5 head-level edges

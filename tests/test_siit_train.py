@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cbench.artifacts import read_model_artifact
-from cbench.transformer_lens_adapter import build_model
+from cbench.artifacts.model import read_model_artifact
+from cbench.artifacts.transformer_lens_adapter import build_model
 from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_config, make_correspondence,
                                   make_input_set, map_circuit_edges)
 
@@ -67,8 +67,8 @@ def test_edge_strictness_silences_the_edges_outside_the_ground_truth(tracr_dir):
     """Same seed and budget; only the edge term differs. Node strictness alone leaves the circuit's
     nodes talking over edges the ground truth does not list (the zoo v2 issue: 61 % of case 3's
     outputs change when they are ablated); the edge term drives that effect down."""
-    from cbench.task_data import sample_pairs
-    from cbench.verify import edge_gates
+    from cbench.tasks.data import sample_pairs
+    from cbench.verify.gates import edge_gates
 
     longer = dict(epochs=10, lr_decay_epochs=10)  # about 15 CPU seconds for both
     node_only, data = _trainer(tracr_dir, **longer)
@@ -285,8 +285,8 @@ def test_a_none_class_case_trains(tmp_path):
     """Case 19 (remove consecutive duplicates) has RASP None at a third of its positions. With None
     as an explicit class the model has to compute it: the class is in the model's outputs and
     meta.json, and a short run already predicts it where the program's value is None."""
-    from cbench.labels import NO_CLASS, high_level_classes
-    from cbench.task_data import sample_pairs
+    from cbench.tasks.labels import NO_CLASS, high_level_classes
+    from cbench.tasks.data import sample_pairs
     from cbench_builders.siit_build import train_case
 
     zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from cbench.graph import Graph
-from cbench.transformer_lens_adapter import build_model
+from cbench.graph.graph import Graph
+from cbench.artifacts.transformer_lens_adapter import build_model
 from cbench_builders.interchange import ComponentForward, model_components, run_interchanged, source_activations
 from cbench_builders.siit import (InputSet, TrainingConfig, low_level_config, make_correspondence, make_input_set,
                                   map_circuit_edges, task_inputs)
@@ -256,7 +256,7 @@ def test_same_index_correspondence_and_overrides():
 
 
 def test_none_is_an_explicit_class_when_asked():
-    from cbench.labels import NO_CLASS, high_level_classes
+    from cbench.tasks.labels import NO_CLASS, high_level_classes
 
     logits = torch.tensor([[[0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
     assert high_level_classes(logits).tolist() == [[NO_CLASS, 1]]
@@ -264,7 +264,7 @@ def test_none_is_an_explicit_class_when_asked():
 
 
 def test_task_data_reads_null_labels_as_the_none_class_of_a_v2_model():
-    from cbench.task_data import from_rows
+    from cbench.tasks.data import from_rows
 
     meta = {"input_tokens": ["BOS", "a", "b", "PAD"], "bos_token": "BOS", "pad_token": "PAD", "causal": True,
             "task_type": "categorical", "output_classes": ["a", "b"]}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from cbench.errors import UsageError
-from cbench.task_data import from_rows, sample_pairs
+from cbench.tasks.data import from_rows, sample_pairs
 
 META = {"input_tokens": ["BOS", "a", "b", "c", "x", "PAD"], "bos_token": "BOS", "pad_token": "PAD",
         "task_type": "numerical", "max_seq_len": 4, "min_seq_len": 2, "causal": True, "output_classes": None}
@@ -63,7 +63,7 @@ def test_no_silent_fallback_to_sampled_pairs(tmp_path, monkeypatch):
     # counterfactuals dataset was not cached, its validation pairs when it was, with only a note).
     # Now the dataset is pulled, and when it cannot be had the command says so and names --sampled.
     from cbench.errors import CbenchError
-    from cbench.task_data import load_task_data
+    from cbench.tasks.data import load_task_data
 
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CBENCH_HUB", str(tmp_path / "no-hub"))  # nothing cached, nothing to pull from

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from cbench.artifacts import read_model_artifact
+from cbench.artifacts.model import read_model_artifact
 from cbench.errors import ArtifactError
-from cbench.tokenizer import build_tokenizer, token_strings
+from cbench.artifacts.tokenizer import build_tokenizer, token_strings
 from hub_helpers import write_tiny_artifact
 
 RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"

@@ -75,7 +75,7 @@ def test_three_way_exactness_and_circuit_check(built, cid):
 
 
 def test_case_3_circuit_is_the_published_one(built):
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     out, _ = built
     art = read_model_artifact(out / "tracr-case-3", verify=True)
@@ -95,7 +95,7 @@ def test_case_3_circuit_is_the_published_one(built):
 
 def test_circuit_check_detects_a_wrong_circuit(built):
     """The check is not vacuous: dropping the MLP->head edge of case 3 changes outputs."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench_builders.tracr_circuit import check_circuit
     from cbench_builders.tracr_exactness import case_inputs
 
@@ -114,8 +114,8 @@ def test_circuit_check_detects_a_wrong_circuit(built):
 # ---------------------------------------------------------------------------- artifacts
 @pytest.mark.parametrize("cid", CASES)
 def test_artifacts_validate(built, cid):
-    from cbench.artifacts import read_model_artifact
-    from cbench.validation import validate
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.schemas import validate
 
     out, _ = built
     art = read_model_artifact(out / f"tracr-case-{cid}", verify=True)

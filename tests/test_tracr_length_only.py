@@ -33,7 +33,7 @@ def _length_case(zoo: Path) -> None:
 
 @pytest.mark.slow  # about 70 s on a loaded 2-core machine (jax compilation)
 def test_make_length_builds_and_passes_the_circuit_check(tmp_path, monkeypatch):
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench_builders.tracr_build import build_case
 
     _length_case(tmp_path / "zoo")
@@ -51,8 +51,8 @@ def test_make_length_builds_and_passes_the_circuit_check(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
     import torch
 
-    from cbench.interchange import run_interchanged, source_activations
-    from cbench.task_data import from_rows
+    from cbench.tasks.interchange import run_interchanged, source_activations
+    from cbench.tasks.data import from_rows
     from cbench_builders import counterfactuals as cf
     from cbench_builders.datasets_build import build_datasets
 

@@ -1,4 +1,4 @@
-"""`cbench verify` and the release gates (cbench.verify) on released models: a Tracr model's
+"""`cbench verify` and the release gates (cbench.verify.gates) on released models: a Tracr model's
 ground truth passes the edge gates, a ground truth that misses a used edge fails them, the v1 SIIT
 model of case 3 fails the edge gates (the zoo v2 issue's finding), and the CLI answers with one
 PASS/FAIL line per gate and exit 1 on failure."""
@@ -13,9 +13,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from cbench.artifacts import read_model_artifact
-from cbench.task_data import sample_pairs
-from cbench.verify import verify_model
+from cbench.artifacts.model import read_model_artifact
+from cbench.tasks.data import sample_pairs
+from cbench.verify.gates import verify_model
 
 ZOO = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
 
@@ -95,7 +95,7 @@ def test_a_mark_cannot_hide_an_edge_the_model_uses():
 def test_program_edge_changes_reads_the_tracr_model_through_the_correspondence():
     """The share of the Tracr model's outputs that one high-level edge moves, for the low-level edge
     it maps to: none for the position-only key the program ignores, many for the value it reads."""
-    from cbench.verify import _HighLevel, program_edge_changes
+    from cbench.verify.gates import _HighLevel, program_edge_changes
 
     art = read_model_artifact(ZOO / "case-3" / "v2.1.0")
     hl = _HighLevel(art.tracr.load_model(), "numerical", None)
@@ -108,7 +108,7 @@ def test_program_edge_changes_reads_the_tracr_model_through_the_correspondence()
 def test_a_hand_written_model_excuses_a_silent_q_or_k_only_while_its_step_carries_signal():
     """IOI's high-level edges join whole nodes: a head whose attention reads only position may
     carry the step through v, but a step with every q, k and v silent is a skipped step."""
-    from cbench.verify import hand_written_edges_used
+    from cbench.verify.gates import hand_written_edges_used
 
     truth = {f"{s}->{d}<{x}>" for s, d in [("input", "a1.h1"), ("input", "a2.h1"), ("input", "a4.h1"),
                                              ("a1.h1", "a2.h1"), ("a2.h1", "a4.h1")] for x in "qkv"}

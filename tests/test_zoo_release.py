@@ -4,8 +4,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from cbench.artifacts import verify_artifact
-from cbench.validation import check
+from cbench.artifacts.model import verify_artifact
+from cbench.schemas import check
 
 RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
 

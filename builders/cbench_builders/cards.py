@@ -181,7 +181,7 @@ def _model_defaults(template: str, context: dict) -> dict:
     model cards' shared sections."""
     if template not in MODEL_TEMPLATES:
         return context
-    from cbench.tokenizer import token_string
+    from cbench.artifacts.tokenizer import token_string
 
     ctx = dict(context)
     meta = ctx.get("meta") or {}

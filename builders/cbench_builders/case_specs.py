@@ -170,7 +170,7 @@ def _check_spec(case_id: str, path: Path, module: ModuleType) -> dict:
     lp = doc.get("label_positions")
     if isinstance(lp, str) and lp in _LABEL_POSITION_ALIASES:
         doc["label_positions"] = _LABEL_POSITION_ALIASES[lp]
-    from cbench.validation import validate
+    from cbench.schemas import validate
 
     violations = validate(doc, "case")
     if violations:

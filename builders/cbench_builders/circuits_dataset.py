@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from cbench.errors import ArtifactError, BuildError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 from cbench_builders.parquet_io import write_parquet
 
 SCHEMA = pa.schema([
@@ -60,7 +60,7 @@ def _read_circuit(path: Path, case: str) -> dict:
     except (OSError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"case {case}: cannot read {path}: {exc}") from None
     try:
-        from cbench.validation import check
+        from cbench.schemas import check
 
         check(doc, "circuit")
     except ImportError:  # validation module not installed yet: check the fields we use

@@ -88,7 +88,7 @@ def parse_ioi_sizes(text: str | None) -> dict[str, int]:
 # --------------------------------------------------------------------------- the case model
 def case_model(case: str, tracr_dir: Path) -> counterfactuals.CaseModel:
     """The compiled Tracr artifact of ``case`` and its high-level model, as a CaseModel."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench_builders.case_specs import load_case
     from cbench_builders.high_level import HighLevelModel
 

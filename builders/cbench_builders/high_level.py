@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cbench.errors import BuildError, UsageError, did_you_mean
-from cbench.labels import NO_CLASS, TIE_GAP, high_level_classes  # one definition, in the client
+from cbench.tasks.labels import NO_CLASS, TIE_GAP, high_level_classes  # one definition, in the client
 
 __all__ = ["NO_CLASS", "TIE_GAP", "HighLevelModel", "high_level_classes"]
 
 
 def _mlp_hidden_hook(layer: int) -> str:
     # The MLP's post-activation hidden units ([batch, pos, d_mlp]). Spelled here because
-    # cbench.transformer_lens_adapter has no helper for it (yet).
+    # cbench.artifacts.transformer_lens_adapter has no helper for it (yet).
     return f"blocks.{int(layer)}.mlp.hook_post"
 
 
@@ -65,8 +65,8 @@ class HighLevelModel:
 
     @classmethod
     def from_artifact(cls, artifact: Any) -> "HighLevelModel":
-        """From a tracr model artifact directory (or a :class:`cbench.artifacts.ModelArtifact`)."""
-        from cbench.artifacts import ModelArtifact, read_model_artifact
+        """From a tracr model artifact directory (or a :class:`cbench.artifacts.model.ModelArtifact`)."""
+        from cbench.artifacts.model import ModelArtifact, read_model_artifact
 
         if not isinstance(artifact, ModelArtifact):
             artifact = read_model_artifact(os.fspath(artifact), verify=True)
@@ -103,7 +103,7 @@ class HighLevelModel:
         return out
 
     def _outputs(self, logits):
-        from cbench.transformer_lens_adapter import output_values
+        from cbench.artifacts.transformer_lens_adapter import output_values
 
         return output_values(logits, self.task_type)
 
@@ -135,7 +135,7 @@ class HighLevelModel:
 
     # ------------------------------------------------------------------ interchange
     def _patch_for(self, op: dict) -> _Patch | None:
-        from cbench import transformer_lens_adapter as tla
+        from cbench.artifacts import transformer_lens_adapter as tla
 
         comp = op.get("component")
         heads = [c for c in op.get("components", []) if c.startswith("a")]

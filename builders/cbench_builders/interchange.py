@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-# the hook reference and the component naming live in the client (cbench.interchange)
-from cbench.interchange import Site, components, model_components, run_interchanged, site_of, source_activations
+# the hook reference and the component naming live in the client (cbench.tasks.interchange)
+from cbench.tasks.interchange import Site, components, model_components, run_interchanged, site_of, source_activations
 
 __all__ = ["ComponentForward", "SourceActs", "Site", "components", "model_components", "run_interchanged",
            "site_of", "source_activations"]

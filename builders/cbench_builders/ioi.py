@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 
 from cbench.errors import UsageError, did_you_mean
-from cbench.ioi_data import COUNTERFACTUALS
+from cbench.tasks.ioi_data import COUNTERFACTUALS
 from cbench_builders import ioi_vocab
 from cbench_builders.parquet_io import write_parquet
 

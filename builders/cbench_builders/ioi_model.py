@@ -1,5 +1,5 @@
 """The IOI model (``cbench/ioi`` model repo): a 6-layer, 4-head transformer trained with SIIT against
-the hand-written IOI causal model (:mod:`cbench.ioi_high_level`), InterpBench section 4.
+the hand-written IOI causal model (:mod:`cbench.tasks.ioi_high_level`), InterpBench section 4.
 
 * Low level: 6 layers, 4 heads, d_model 64, d_head 16, d_mlp 256, gelu, no normalization, over
   cbench's word-level IOI vocabulary (:mod:`cbench_builders.ioi_vocab`; no GPT-2 tokenizer is
@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from cbench.ioi_high_level import EDGES as HL_EDGES, HIGH_LEVEL_KIND, IOIHighLevel, NODES as HL_NODES
-from cbench.labels import NO_CLASS, high_level_classes
+from cbench.tasks.ioi_high_level import EDGES as HL_EDGES, HIGH_LEVEL_KIND, IOIHighLevel, NODES as HL_NODES
+from cbench.tasks.labels import NO_CLASS, high_level_classes
 from cbench_builders import ioi, ioi_vocab
 
 CASE = "ioi"
@@ -189,7 +189,7 @@ def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None 
           init: str = "default") -> IOITrainSetup:
     """The trainer, data and models for one IOI training run (``cfg``: a TrainingConfig; ``init``:
     ``"default"`` or ``"zero-outputs"`` (:func:`zero_outputs`), for a run that starts from scratch)."""
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.transformer_lens_adapter import build_model
     from cbench_builders.siit import SIITTrainer
 
     vocab = vocabulary()

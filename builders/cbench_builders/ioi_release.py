@@ -1,7 +1,7 @@
 """The IOI model artifact (``<out>/ioi``): circuit, correspondence, gates, card, weights, tokenizer.
 
-The release gates are :func:`cbench.verify.verify_model` with the IOI high-level model, on the
-pairs ``cbench verify ioi`` uses (:func:`cbench.ioi_data.verify_sets`): the ``cbench/ioi``
+The release gates are :func:`cbench.verify.gates.verify_model` with the IOI high-level model, on the
+pairs ``cbench verify ioi`` uses (:func:`cbench.tasks.ioi_data.verify_sets`): the ``cbench/ioi``
 dataset's validation rows and its test rows (regenerated here with the dataset's seed, so they
 are the released rows), each row paired with every counterfactual column but ABC, scored at the
 last position.
@@ -26,7 +26,7 @@ class IOIOutcome:
 
 def verify_pairs(meta: dict, n_pairs: int) -> dict:
     """The gates' pair sets, from the released dataset's rows (regenerated deterministically)."""
-    from cbench.ioi_data import COUNTERFACTUALS, pairs_from_rows
+    from cbench.tasks.ioi_data import COUNTERFACTUALS, pairs_from_rows
 
     rows_needed = -(-n_pairs // len(COUNTERFACTUALS))
     out = {}
@@ -43,8 +43,8 @@ def circuit_document(ll_shape: dict) -> dict:
 
 
 def correspondence_document(ll_shape: dict, seed: int) -> dict:
-    from cbench.interchange import site_of
-    from cbench.ioi_high_level import NODES
+    from cbench.tasks.interchange import site_of
+    from cbench.tasks.ioi_high_level import NODES
 
     entries = []
     for op, hl_node in NODES.items():
@@ -55,16 +55,16 @@ def correspondence_document(ll_shape: dict, seed: int) -> dict:
     return {"schema": "cbench/correspondence/v1", "case": ioi_model.CASE, "graph": ll_shape,
             "high_level_graph": {"n_layers": 3, "n_heads": 1, "has_mlp": False, "parallel_attn_mlp": False},
             "seed": seed, "nodes": entries,
-            "notes": "The IOI causal model (cbench.ioi_high_level): duplicate-token head a0.h0, S-inhibition a1.h0, "
+            "notes": "The IOI causal model (cbench.tasks.ioi_high_level): duplicate-token head a0.h0, S-inhibition a1.h0, "
                      "name mover a2.h0; interchanged at blocks.L.attn.hook_z of the low-level heads, at every "
                      "position; scored at the last position."}
 
 
 def write_ioi_artifact(s, out: Path, prior: dict, verify_pairs_n: int = 1000, keep_failed: bool = False) -> IOIOutcome:
     """Verify the trained model of setup ``s`` and write ``out/ioi`` when it passes (or ``keep_failed``)."""
-    from cbench.artifacts import write_model_artifact
-    from cbench.transformer_lens_adapter import config_to_json
-    from cbench.verify import verify_model
+    from cbench.artifacts.model import write_model_artifact
+    from cbench.artifacts.transformer_lens_adapter import config_to_json
+    from cbench.verify.gates import verify_model
 
     n_pairs = int(verify_pairs_n)
     model = s.ll_model.eval()

@@ -56,7 +56,8 @@ def collect(built: dict[str, Path]) -> list[tuple[str, str, Path]]:
 
 def release(built: dict[str, Path], version: str, zoo: Path, only: set[str] | None = None) -> list[str]:
     """Copy built artifacts into ``zoo/releases`` at ``version``; returns the repos released."""
-    from cbench.hub import parse_version, release_problems
+    from cbench.hub.repos import parse_version
+    from cbench.hub.publish import release_problems
 
     parse_version(version)
     released = []
@@ -88,9 +89,9 @@ def release(built: dict[str, Path], version: str, zoo: Path, only: set[str] | No
 def _record_release_date(zoo: Path, key: str) -> None:
     """Record when a release entered the zoo (``releases/release-dates.json``): every hub seeded
     from the zoo publishes it with this date, so its commit sha is the same everywhere and its
-    date is the real one (see :func:`cbench.hub.release_dates`)."""
-    from cbench.artifacts import write_json
-    from cbench.hub import RELEASE_DATES_FILE
+    date is the real one (see :func:`cbench.hub.zoo.release_dates`)."""
+    from cbench.artifacts.serialization import write_json
+    from cbench.hub.zoo import RELEASE_DATES_FILE
 
     path = zoo / "releases" / RELEASE_DATES_FILE
     try:
@@ -107,8 +108,10 @@ def write_index(zoo: Path, version: str) -> Path:
 
     The index's benchmark version never goes back: releasing an older version of one repository
     (a new model at v1.0.0, say) keeps the index at the newest version it had."""
-    from cbench.artifacts import write_json
-    from cbench.hub import Hub, ensure_seeded, parse_version, zoo_releases
+    from cbench.artifacts.serialization import write_json
+    from cbench.hub.repos import Hub, parse_version
+    from cbench.hub.seeding import ensure_seeded
+    from cbench.hub.zoo import zoo_releases
 
     index_path = zoo / "releases" / "index.json"
     if index_path.is_file():
@@ -189,10 +192,10 @@ def _dataset_configs(path: Path) -> list[str]:
 @click.option("--zoo", default=None, type=click.Path(path_type=Path), help="model_zoo directory (default: the repo's)")
 def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi_dir):
     """Copy built artifacts into model_zoo/releases at VERSION and rewrite the benchmark index."""
-    from cbench.hub import zoo_dir
+    from cbench.hub.zoo import zoo_dir
 
     from cbench.errors import UsageError
-    from cbench.hub import parse_version
+    from cbench.hub.repos import parse_version
 
     parse_version(version)  # a bad version is a usage error before anything is read
     zoo = zoo or zoo_dir()

@@ -282,7 +282,7 @@ def make_correspondence(hl_nodes: list[str], ll_n_heads: int, seed: int, policy:
 def map_circuit_edges(edges: list[str], mapping: dict[str, str]) -> list[str]:
     """The low-level ground-truth circuit: every edge with its ends mapped through ``mapping``
     (``input`` and ``logits`` map to themselves), sorted, without duplicates."""
-    from cbench.graph import edge_name, parse_edge_name
+    from cbench.graph.graph import edge_name, parse_edge_name
 
     out = set()
     for e in edges:
@@ -440,7 +440,7 @@ class SIITTrainer:
     ``hl_model`` is a compiled Tracr model (a HookedTransformer), or a hand-written high-level
     model that speaks :class:`ComponentForward`'s protocol itself (``component_forward = True``:
     ``names``, ``index``, ``acts(tokens)``, ``forward(tokens, source, mask)``), such as
-    :class:`cbench.ioi_high_level.IOIHighLevel`. ``objective`` replaces the per-position
+    :class:`cbench.tasks.ioi_high_level.IOIHighLevel`. ``objective`` replaces the per-position
     targets, loss and agreement of a Tracr case (``target(hl_out, tokens)``, ``loss(ll_out,
     target)``, ``agree(ll_out, target)``), e.g. IOI's next-token loss with the interventions on
     the last token (:class:`cbench_builders.ioi_model.LastTokenObjective`)."""

@@ -11,7 +11,7 @@ table. A model that misses a gate is written only with ``--keep-failed`` and is 
 IIT models (``--iit``, strictness weight 0) are the comparison set of the paper's RQ1: they are
 expected to fail the strictness gates, so only the IIA gate applies to them.
 
-Node effects come from :func:`cbench.ablation.node_effects` (the one implementation shared with
+Node effects come from :func:`cbench.scoring.ablation.node_effects` (the one implementation shared with
 ``cbench ablate``), run on the final validation pairs with the high-level model's labels.
 """
 
@@ -27,8 +27,8 @@ import torch
 import cbench
 from cbench.cli.executor_opts import executor_options
 from cbench.errors import BuildError, UsageError
-from cbench.labels import NONE_LABEL
-from cbench.verify import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
+from cbench.tasks.labels import NONE_LABEL
+from cbench.verify.gates import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
 
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
@@ -79,11 +79,11 @@ def correspondence_document(case: str, mapping: dict[str, str], hl_circuit: dict
 def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set[str],
                         kinds=("resample", "mean", "zero")) -> list[dict]:
     """Per head and MLP: in_circuit, effect under each ablation kind and the normalized KL (resample),
-    from :func:`cbench.ablation.node_effects`, averaged over the length buckets of ``pairs``
+    from :func:`cbench.scoring.ablation.node_effects`, averaged over the length buckets of ``pairs``
     (weighted by the number of pairs). ``labels[i]`` are the high-level labels of ``pairs[i]``'s
     bases (``[B, P-1]``)."""
-    from cbench.ablation import node_effects
-    from cbench.task_data import TaskData
+    from cbench.scoring.ablation import node_effects
+    from cbench.tasks.data import TaskData
     from cbench_builders.high_level import NO_CLASS
 
     acc: dict[str, dict] = {}
@@ -119,8 +119,8 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
 def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, overrides: dict | None = None,
                progress: bool = True, keep_failed: bool = False, failed_dir: Path | None = None,
                log=None) -> SIITOutcome:
-    from cbench.artifacts import read_model_artifact, write_model_artifact
-    from cbench.transformer_lens_adapter import build_model, config_to_json
+    from cbench.artifacts.model import read_model_artifact, write_model_artifact
+    from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.case_specs import load_case
     from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_for_case, make_correspondence,
                                       invariant_edges, make_input_set, map_circuit_edges)
@@ -199,9 +199,9 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
         circuit["high_level"] = {**hl_circuit["high_level"], "ops": hl_ops}
     corr = correspondence_document(case, mapping, hl_circuit, shape, hl_shape, cfg.seed)
 
-    # the release gates, recomputed through hooks and the graph runtime (cbench.verify), on the
+    # the release gates, recomputed through hooks and the graph runtime (cbench.verify.gates), on the
     # validation pairs and on freshly sampled ones; ground-truth edges without signal get marked
-    from cbench.verify import verify_model
+    from cbench.verify.gates import verify_model
 
     base_meta = {k: v for k, v in meta.items() if k != "files"}
     base_meta["model_kind"] = kind
@@ -300,7 +300,7 @@ def train_task(task: SIITTask) -> SIITOutcome:
 def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
     """The extra output class of RASP ``None`` for a categorical case whose Tracr model gives no
     class somewhere on the training inputs (``low_level: {"none_class": false}`` turns it off)."""
-    from cbench.labels import NO_CLASS
+    from cbench.tasks.labels import NO_CLASS
     from cbench_builders.interchange import ComponentForward
     from cbench_builders.high_level import high_level_classes
 
@@ -314,7 +314,7 @@ def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
 
 def _pair_sets(pairs, meta: dict, seed: int) -> dict:
     """The validation pairs as TaskData (one bucket per length) and as many freshly sampled pairs."""
-    from cbench.task_data import TaskData, sample_pairs
+    from cbench.tasks.data import TaskData, sample_pairs
 
     buckets = []
     for base, source in pairs:

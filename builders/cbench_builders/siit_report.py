@@ -3,7 +3,7 @@
 For every case with both a SIIT model (``<models>/case-<id>``) and an IIT model
 (``<models>/iit-case-<id>``) it recomputes the node effects of both models on the same seeded
 validation pairs (labels from the Tracr model in the artifact's ``tracr/``) with
-:func:`cbench.ablation.node_effects`, and writes per case the mean and max resample effect of the
+:func:`cbench.scoring.ablation.node_effects`, and writes per case the mean and max resample effect of the
 out-of-circuit nodes and the mean effect of the in-circuit nodes, plus each model's validation
 metrics. The paper's finding is reproduced when IIT leaves out-of-circuit nodes with an effect and
 SIIT does not.
@@ -41,7 +41,7 @@ class ModelEffects:
 
 def model_effects(path: Path, n_pairs: int = REPORT_PAIRS) -> ModelEffects:
     """Node effects of the model artifact at ``path`` on seeded validation pairs."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench_builders.interchange import ComponentForward
     from cbench_builders.high_level import high_level_classes
     from cbench_builders.siit import SIITTrainer, make_input_set
@@ -89,7 +89,7 @@ def render_report(rows: list[tuple[ModelEffects, ModelEffects]], models_dirs: li
         "Resample-ablation node effect (InterpBench section 5): the share of validation positions whose "
         "output differs from the Tracr label when one node is interchanged with its value on the paired "
         f"source input ({REPORT_PAIRS} seeded pairs per case, BOS excluded, numerical outputs equal within 0.05), "
-        "computed by `cbench.ablation.node_effects`. *out* = heads and MLPs outside the ground-truth circuit, "
+        "computed by `cbench.scoring.ablation.node_effects`. *out* = heads and MLPs outside the ground-truth circuit, "
         "*in* = inside it; *#out>1%* counts out-of-circuit nodes over the release gate's 1 %.",
         "",
         "| case | IIT mean out | IIT max out | IIT #out>1% | SIIT mean out | SIIT max out | SIIT #out>1% "
@@ -158,7 +158,7 @@ def siit_report_cmd(models_dirs, out, update_zoo, n_pairs):
     def find(name: str) -> Path | None:
         return next((d / name for d in existing if (d / name / "meta.json").is_file()), None)
 
-    from cbench.safe_io import output_target
+    from cbench.files.safe_io import output_target
 
     output_target(out or default_report_path())  # a bad --out fails before any work
     ids = {p.name.removeprefix("iit-case-") for d in existing for p in d.glob("iit-case-*")}
@@ -178,7 +178,7 @@ def siit_report_cmd(models_dirs, out, update_zoo, n_pairs):
     text = render_report(rows, existing)
     path = out or (default_report_path() if update_zoo else DEFAULT_REPORT_OUT)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from cbench.safe_io import write_output
+    from cbench.files.safe_io import write_output
 
     write_output(path, text.encode("utf-8"))
     click.echo(f"wrote {path} ({len(rows)} case(s))")

@@ -104,7 +104,7 @@ def build_case(case_id: str, out_dir: str | os.PathLike, *, write: bool = True) 
 
 
 def _build_case(case_id: str, out_dir: Path, write: bool, t0: float, result: CaseResult) -> CaseResult:
-    from cbench.artifacts import write_model_artifact
+    from cbench.artifacts.model import write_model_artifact
 
     from cbench_builders.case_specs import load_case
     from cbench_builders.cards import render_card
@@ -227,9 +227,9 @@ def tracr_task(task: TracrTask) -> CaseResult:
 
 def build_cases_on(ex, case_ids: list[str], out_dir: str | os.PathLike, *, write: bool = True,
                    echo=None) -> list[CaseResult]:
-    """:func:`build_cases` through an executor (:mod:`cbench.executor`): one task per case, the
+    """:func:`build_cases` through an executor (:mod:`cbench.scoring.executor`): one task per case, the
     costliest first, results in input order; a task that fails becomes a failed CaseResult."""
-    from cbench.executor import progress_line
+    from cbench.scoring.executor import progress_line
 
     results: dict[str, CaseResult] = {}
     tasks = [TracrTask(c, str(Path(out_dir).resolve()), write) for c in sorted(case_ids, key=_estimated_cost,

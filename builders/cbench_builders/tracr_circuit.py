@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from cbench.errors import BuildError
-from cbench.graph import Graph, edge_name
+from cbench.graph.graph import Graph, edge_name
 
 from cbench_builders.tracr_compile import CompiledCase
 from cbench_builders.tracr_convert import json_class
@@ -236,7 +236,7 @@ def patched_logits(model, graph: Graph, clean, corrupt, keep: set[str]):
     """
     import torch
 
-    from cbench import transformer_lens_adapter as tla
+    from cbench.artifacts import transformer_lens_adapter as tla
 
     out_hooks = {tla.resid_pre_hook(0): "input"}
     for layer in range(graph.n_layers):

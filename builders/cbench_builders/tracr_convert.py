@@ -74,7 +74,7 @@ def convert(compiled: CompiledCase) -> ConvertedModel:
     import torch
     from tracr.craft import vectorspace_fns
 
-    from cbench.transformer_lens_adapter import build_model
+    from cbench.artifacts.transformer_lens_adapter import build_model
 
     case = compiled.case
     asm = compiled.assembled

@@ -122,9 +122,9 @@ def main(argv=None) -> int:
     if any("\0" in str(a) for a in args):  # no file name or value can hold one; Python would raise
         click.echo("error: an argument contains a NUL byte", err=True)
         sys.exit(2)
-    from cbench.allocator import tune
+    from cbench.runtime.allocator import tune
 
-    tune()  # glibc: reuse freed tensor memory instead of faulting it in again (cbench.allocator)
+    tune()  # glibc: reuse freed tensor memory instead of faulting it in again (cbench.runtime.allocator)
     try:
         cli.main(args=argv, prog_name="cbench", standalone_mode=False)
         return 0

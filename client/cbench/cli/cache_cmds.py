@@ -19,8 +19,8 @@ def verify(repair, as_json):
     """Check every cached snapshot (models and datasets): each file against its blob id, the hub's
     listing, the sha256 recorded when it was verified, and meta.json's manifest. Exit 1 if any is
     damaged."""
-    from cbench.cache import Cache
-    from cbench.cache_verify import discard, verify_all
+    from cbench.hub.cache import Cache
+    from cbench.hub.cache_verify import discard, verify_all
 
     c = Cache()
     reports = verify_all(c)

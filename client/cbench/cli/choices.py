@@ -47,7 +47,7 @@ def _methods():
 
 
 def _metrics():
-    from cbench.metrics import METRICS
+    from cbench.tasks.metrics import METRICS
 
     return METRICS
 

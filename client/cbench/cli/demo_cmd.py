@@ -23,7 +23,7 @@ DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 def demo(cases, methods, out_dir, n_examples):
     """Pull the demo cases from the embedded hub, run the benchmark on them, print the table."""
-    from cbench.pull import pull
+    from cbench.hub.pull import pull
     from cbench.scoring.bench import run_bench
 
     t0 = time.perf_counter()

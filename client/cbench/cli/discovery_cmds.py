@@ -24,14 +24,14 @@ from cbench.errors import CbenchError, UsageError
 
 def resolve_case(case: str):
     """(ModelArtifact, model_ref dict) for a pulled case or an artifact directory."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     p = Path(case)
     if p.is_dir():
         art = read_model_artifact(p)
         return art, {"repo": None, "revision": None, "kind": art.model_kind}
-    from cbench.cache import Cache
-    from cbench.pull import from_cache, parse_spec
+    from cbench.hub.cache import Cache
+    from cbench.hub.pull import from_cache, parse_spec
 
     name, rev = parse_spec(case)
     try:
@@ -57,7 +57,7 @@ def _parse_params(items) -> dict:
 def _data_for(art, split, n_examples, seed, use_dataset):
     """The one data rule: the counterfactuals dataset (pulled when not cached), sampled pairs only
     with --sampled; the output's ``data`` block says which."""
-    from cbench.task_data import load_task_data
+    from cbench.tasks.data import load_task_data
 
     return load_task_data(art.case, art.meta, split=split, n_examples=n_examples, seed=seed,
                           use_dataset=use_dataset)
@@ -97,13 +97,13 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
     hp = validate_hyperparameters(method, given)
     art, model_ref = resolve_case(case)
     if metric is not None:
-        from cbench.metrics import check_metric
+        from cbench.tasks.metrics import check_metric
 
         check_metric(metric, art.task_type)
     use_cpu_threads()
     from cbench.discovery import discover as run_discover
     from cbench.runtime import CircuitRuntime
-    from cbench.validation import check
+    from cbench.schemas import check
 
     data = _data_for(art, split, n_examples, seed, not sampled)
     rt = CircuitRuntime(art)
@@ -159,11 +159,11 @@ def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examp
 
         edge_names_to_mask(g, [e])
     if metric is not None:
-        from cbench.metrics import check_metric
+        from cbench.tasks.metrics import check_metric
 
         check_metric(metric, art.task_type)
     use_cpu_threads()
-    from cbench.ablation import ablate as run_ablate, node_effects
+    from cbench.scoring.ablation import ablate as run_ablate, node_effects
     from cbench.runtime import CircuitRuntime
 
     data = _data_for(art, split, n_examples, seed, not sampled)

@@ -19,6 +19,6 @@ def executor_options(f):
 
 
 def make_cli_executor(executor: str, ray_address: str | None, workers: int | None):
-    from cbench.executor import make_executor
+    from cbench.scoring.executor import make_executor
 
     return make_executor(executor, address=ray_address, workers=workers, echo=lambda s: click.echo(s, err=True))

@@ -1,7 +1,7 @@
 """``cbench export``: write a cbench edge-scores file in another tool's format.
 
 ``--format mib`` writes MIB's submission format, the JSON that EAP-IG's ``Graph.to_json`` writes
-and ``Graph.from_json`` reads (``cfg``, ``nodes``, ``edges``; see :mod:`cbench.mib_format`).
+and ``Graph.from_json`` reads (``cfg``, ``nodes``, ``edges``; see :mod:`cbench.artifacts.mib_format`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from cbench.cli.output import Output, out_option
 def export(scores, fmt, out, d_model):
     """Write the edge-scores file SCORES as a MIB/EAP-IG graph file."""
     from cbench.errors import SchemaError
-    from cbench.mib_format import to_mib
+    from cbench.artifacts.mib_format import to_mib
     from cbench.scoring.report import write_bytes_atomic
-    from cbench.validation import read_json, validate
+    from cbench.schemas import read_json, validate
 
     doc = read_json(scores)
     violations = validate(doc, "edge-scores")

@@ -82,10 +82,10 @@ def call_cmd(function_id, inputs, seed, as_json, suite_dir, revision):
 @_REVISION
 def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json, suite_dir, revision):
     """Score SUBMISSIONS (JSON Lines: {"id", "code", "interval"?}) in the sandbox."""
-    from cbench.artifacts import write_json
+    from cbench.artifacts.serialization import write_json
     from cbench.find.sandbox import Limits
     from cbench.find.scoring import format_table, read_submission, score
-    from cbench.validation import validate
+    from cbench.schemas import validate
 
     if wall_s <= 0 or cpu_s < 1 or memory_mb < 64:
         raise UsageError("limits must be positive (--wall-s > 0, --cpu-s >= 1, --memory-mb >= 64)")

@@ -67,7 +67,7 @@ def _card_summary(readme: str | None) -> str | None:
                    "derived from the version, so republishing gives the same sha)")
 def publish(directory, repo_id, repo_type, version, hub, token, date):
     """Validate DIRECTORY and publish it as VERSION of a hub repository (commit + annotated tag)."""
-    from cbench.hub import publish as do_publish
+    from cbench.hub.publish import publish as do_publish
 
     result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token, date=date)
     click.echo(result.describe())
@@ -84,9 +84,10 @@ def hub():
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="port on 127.0.0.1 (default: a free one)")
 def serve(hub_dir, port):
     """Serve a hub directory over the Hugging Face protocol (olah, offline) on 127.0.0.1."""
-    from cbench.hub import default_hub_dir
-    from cbench.hub_server import HubServer
-    from cbench.pull import check_hub_dir, seed_default_hub
+    from cbench.hub.repos import default_hub_dir
+    from cbench.hub.server import HubServer
+    from cbench.hub.remote import check_hub_dir
+    from cbench.hub.seeding import seed_default_hub
 
     if hub_dir is None:
         hub_dir = default_hub_dir()
@@ -152,7 +153,7 @@ def pull(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
 
     Prints what it is and, on the last line, the local path of the snapshot.
     """
-    from cbench.pull import pull as do_pull
+    from cbench.hub.pull import pull as do_pull
 
     snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir, accept_moved_tag=accept_moved_tag)
     _note_offline(snap)
@@ -179,7 +180,7 @@ def pull(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
 @_accept_option
 def info(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
     """The card summary and metadata of SPEC (pulled first if needed; from the cache offline)."""
-    from cbench.pull import pull as do_pull
+    from cbench.hub.pull import pull as do_pull
 
     snap = do_pull(spec, repo_type=repo_type, endpoint=endpoint, hub=hub_dir, accept_moved_tag=accept_moved_tag)
     _note_offline(snap)
@@ -222,7 +223,7 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
 
     Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
     """
-    from cbench.pull import natural_key
+    from cbench.hub.pull import natural_key
 
     rows = []
     for t in ([repo_type] if repo_type else ["model", "dataset"]):
@@ -246,14 +247,15 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
 
 
 def _offline() -> bool:
-    from cbench.pull import hf_offline
+    from cbench.hub.remote import hf_offline
 
     return hf_offline()
 
 
 def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
-    from cbench.cache import Cache
-    from cbench.pull import hf_offline, select_remote, short_name
+    from cbench.hub.cache import Cache
+    from cbench.hub.remote import hf_offline, select_remote
+    from cbench.hub.pull import short_name
 
     rows: list[dict] = []
     remote = None if hf_offline() else select_remote(endpoint, hub_dir)
@@ -285,8 +287,9 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
 
 def _zoo_rows(repo_type: str, hub) -> list[dict]:
     """Rows for the zoo's releases that the (lazily seeded) default hub does not hold yet."""
-    from cbench.hub import sort_versions, zoo_releases
-    from cbench.pull import short_name
+    from cbench.hub.repos import sort_versions
+    from cbench.hub.zoo import zoo_releases
+    from cbench.hub.pull import short_name
 
     seeded = set(hub.repos(repo_type)) if hub.exists() else set()
     rows = []
@@ -324,7 +327,7 @@ def _doc_facts(read) -> dict:
 def import_interpbench(directory, case_id, out_dir):
     """Convert an original InterpBench case folder (ll_model.pth, ll_model_cfg.pkl, meta.json,
     edges.pkl) into a validated cbench artifact. Pickles are read through a restricted unpickler."""
-    from cbench.interpbench_import import import_interpbench as do_import
+    from cbench.artifacts.interpbench_import import import_interpbench as do_import
 
     if out_dir is None:
         out_dir = Path(f"case-{case_id}-interpbench")

@@ -23,7 +23,7 @@ def n_examples_option(default=None, low: int = 1, **kw):
 
 def check_out(ctx, param, value):
     """Click callback for ``--out``/``--plot``: the path must be new or a regular file in an existing
-    directory (see :func:`cbench.safe_io.output_target`)."""
+    directory (see :func:`cbench.files.safe_io.output_target`)."""
     if value is None:
         return None
     if value == "-":  # commands whose --out can be standard output use cbench.cli.output
@@ -31,7 +31,7 @@ def check_out(ctx, param, value):
 
         raise UsageError(f"{param.opts[0] if param.opts else param.name} -: this output cannot go to standard "
                          "output; give a file name")
-    from cbench.safe_io import output_target
+    from cbench.files.safe_io import output_target
 
     output_target(value, param.opts[0] if param.opts else str(param.name))
     return value

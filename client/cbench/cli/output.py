@@ -60,7 +60,7 @@ class Output:
         """Write ``doc`` to ``--out FILE`` (atomically) and/or print it on standard output."""
         text = json.dumps(doc, indent=2, sort_keys=False) + "\n"
         if self.out is not None and self.out != STDOUT:
-            from cbench.safe_io import write_output
+            from cbench.files.safe_io import write_output
 
             write_output(self.out, text.encode("utf-8"))
             if written:

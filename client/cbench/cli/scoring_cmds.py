@@ -26,20 +26,20 @@ from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
 
 # ----------------------------------------------------------------------------- helpers
 def _artifact(case: str, verify: bool = True):
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     p = Path(case)
     if p.is_dir():
         return read_model_artifact(p, verify=verify)
     if p.exists():
         raise UsageError(f"{case}: not a model artifact directory")
-    from cbench.loading import load
+    from cbench.hub.loading import load
 
     return load(case, verify=verify)
 
 
 def _read(path: str):
-    from cbench.validation import read_json
+    from cbench.schemas import read_json
 
     return read_json(path)
 
@@ -51,7 +51,7 @@ def _model_ref(artifact) -> dict:
 def _circuit_edges(path: str, artifact) -> list[str]:
     """Edges of a circuit file: a circuit document, an edge-scores document (its in_graph
     edges), a JSON list of edge names, or the word ``truth`` for the case's own circuit."""
-    from cbench import validation
+    from cbench import schemas as validation
     from cbench.scoring.ground_truth import circuit_edge_names
 
     graph = artifact.graph
@@ -148,7 +148,7 @@ def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: b
 
 def _read_scores(path: str, artifact):
     """A cbench edge-scores file, or a MIB/EAP-IG graph file given the case's metadata."""
-    from cbench.mib_format import load_scores
+    from cbench.artifacts.mib_format import load_scores
 
     return load_scores(path, artifact)
 
@@ -233,12 +233,12 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
     use_cpu_threads()
-    from cbench import validation
+    from cbench import schemas as validation
     from cbench.scoring.report import file_input, fmt, results_document
 
     t0 = time.perf_counter()
     o = Output(as_json, out)
-    from cbench.mib_format import is_mib_graph, load_scores, read_graph_json
+    from cbench.artifacts.mib_format import is_mib_graph, load_scores, read_graph_json
 
     doc = read_graph_json(submission)
     if is_mib_graph(doc):  # MIB/EAP-IG's own file: the case gives the cbench metadata

@@ -23,8 +23,8 @@ MAX_PRINTED = 50
 
 def load_case_graph(case_dir: str):
     """(graph, case id or None, d_model or None) of a model artifact directory or config.json."""
-    from cbench.graph import Graph
-    from cbench.validation import read_json
+    from cbench.graph.graph import Graph
+    from cbench.schemas import read_json
 
     p = Path(case_dir)
     if p.is_dir():
@@ -65,11 +65,11 @@ def load_case_graph(case_dir: str):
 
 
 def run_validate(files: Sequence[str], schema: str | None = None, case_dir: str | None = None):
-    """The command's core: a list of :class:`~cbench.validation.FileReport`, one per file.
+    """The command's core: a list of :class:`~cbench.schemas.FileReport`, one per file.
 
     Raises :class:`~cbench.errors.UsageError` only for bad arguments (unknown kind, bad --case).
     """
-    from cbench.validation import _kind_name, validate_file
+    from cbench.schemas import _kind_name, validate_file
 
     if not files:
         raise UsageError("give at least one FILE to validate (see `cbench validate --help`)")
@@ -85,7 +85,7 @@ def _mib_hook(path, kind, graph, case, d_model, case_dir):
     """A MIB/EAP-IG graph file (no cbench metadata) is checked as the --case model's edge scores."""
     if kind not in (None, "edge-scores"):
         return None
-    from cbench.mib_format import validate_mib_file
+    from cbench.artifacts.mib_format import validate_mib_file
 
     model_kind = None
     if case_dir is not None:
@@ -124,7 +124,7 @@ def render_json(reports) -> tuple[str, int]:
 
 
 def _kinds():
-    from cbench.validation import SCHEMA_KINDS
+    from cbench.schemas import SCHEMA_KINDS
 
     return SCHEMA_KINDS
 

@@ -14,7 +14,7 @@ probing), ``edge-sp`` (edgewise subnetwork probing), ``activation-patching`` (ex
 and with integrated gradients, at neuron or node granularity), ``ifr`` (information flow
 routes) and ``ugs`` (uniform gradient sampling). Each spec says how circuits are built from
 its scores (``construction``: top-n, or greedy from the logits for IFR, MIB appendix E.1) and
-whether ``cbench bench`` runs it by default (``bench``). Default metrics per InterpBench appendix D (:func:`cbench.metrics.default_metric`).
+whether ``cbench bench`` runs it by default (``bench``). Default metrics per InterpBench appendix D (:func:`cbench.tasks.metrics.default_metric`).
 Scores: the loss increase when the edge is ablated (positive = helpful); SP methods: mask logits.
 """
 
@@ -34,7 +34,7 @@ class MethodSpec:
     function: str
     doc: str
     params_attr: str = "PARAMS"  # the module attribute holding the hyperparameter specs
-    construction: str = "top-n"  # how circuits are built from the scores (cbench.circuits)
+    construction: str = "top-n"  # how circuits are built from the scores (cbench.graph.circuits)
     bench: bool = True  # run by `cbench bench` when no method list is given
 
     def load(self):
@@ -87,7 +87,7 @@ def validate_hyperparameters(method: str, params: Mapping[str, Any] | None) -> d
 def discover(model, data, method: str, params: Mapping[str, Any] | None = None, metric: str | None = None,
              progress: bool = True):
     """Run ``method`` on ``model`` (HookedTransformer, ModelArtifact or CircuitRuntime) with
-    ``data`` (:class:`cbench.task_data.TaskData`). Returns a DiscoveryResult."""
+    ``data`` (:class:`cbench.tasks.data.TaskData`). Returns a DiscoveryResult."""
     from cbench.discovery.base import prepare
 
     spec = method_spec(method)

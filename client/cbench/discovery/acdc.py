@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import metric_slice
+from cbench.tasks.metrics import metric_slice
 from cbench.runtime import memory
 
 PARAMS = {

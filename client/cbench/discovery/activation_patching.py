@@ -15,7 +15,7 @@ import time
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import metric_slice
+from cbench.tasks.metrics import metric_slice
 from cbench.runtime.memory import masked_rows_per_pass, row_parts
 
 PARAMS = {

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from cbench.errors import UsageError
-from cbench.graph import Graph
-from cbench.metrics import Metric, check_metric, default_metric, make_metric, metric_slice
+from cbench.graph.graph import Graph
+from cbench.tasks.metrics import Metric, check_metric, default_metric, make_metric, metric_slice
 from cbench.runtime import ABLATIONS, CircuitRuntime, as_runtime
-from cbench.task_data import TaskData
+from cbench.tasks.data import TaskData
 
 
 # ---------------------------------------------------------------------------- hyperparameters

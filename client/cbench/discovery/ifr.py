@@ -14,7 +14,7 @@ from one source get the same score.
 
 The scores into each destination sum to 1, so ranking all edges at once (top-n) mixes
 incomparable scales: MIB builds IFR circuits by greedy search from the logits
-(:func:`cbench.circuits.greedy_order`); this method's registry entry says so, and
+(:func:`cbench.graph.circuits.greedy_order`); this method's registry entry says so, and
 ``cbench evaluate`` uses it for CPR and CMD. ``in_graph``: the greedy circuit with as many
 edges as ``top_n`` (or, by default, as the ``rel_threshold`` rule would keep).
 """
@@ -26,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from cbench.circuits import greedy_circuit
+from cbench.graph.circuits import greedy_circuit
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, circuit_from_scores, finish
 from cbench.runtime.memory import rows_per_pass
 

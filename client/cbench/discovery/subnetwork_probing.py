@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
-from cbench.metrics import Metric, metric_slice
+from cbench.tasks.metrics import Metric, metric_slice
 from cbench.runtime.memory import masked_grad_rows_per_pass, row_parts, rows_per_pass
 
 BETA, GAMMA, ZETA = 2.0 / 3.0, -0.1, 1.1

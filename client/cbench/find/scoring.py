@@ -35,7 +35,7 @@ PAPER_GPT4 = {"numeric": 0.33, "strings": 0.23}
 def read_submission(path: str | os.PathLike) -> dict:
     """A submissions file (JSON Lines: one entry per line, or one ``find-submission`` JSON
     document) as a validated ``cbench/find-submission/v1`` document."""
-    from cbench.validation import validate
+    from cbench.schemas import validate
 
     path = Path(path)
     if not path.is_file():

@@ -151,7 +151,7 @@ def load_suite(path: str | os.PathLike | None = None, *, revision: str | None = 
     """The suite from a directory, or pulled from the hub (``cbench/find``) when no path is given."""
     if path is not None:
         return FindSuite.load(path)
-    from cbench.pull import pull
+    from cbench.hub.pull import pull
 
     snap = pull("find", revision, repo_type="dataset", hub=hub, endpoint=endpoint)
     return FindSuite.load(snap.path, source={"repo": snap.repo_id, "revision": snap.sha, "version": snap.tag})

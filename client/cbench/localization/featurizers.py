@@ -1,6 +1,6 @@
 """Featurizers: how a location's hidden vector is turned into the features that are interchanged.
 
-Every featurizer is a :class:`cbench.pyvene_adapter.BasisIntervention` per part of the location:
+Every featurizer is a :class:`cbench.localization.pyvene_adapter.BasisIntervention` per part of the location:
 the span of an orthonormal basis ``Q`` (``k`` columns) is swapped between base and source.
 
 * ``identity`` -- the full vector (``Q`` = the identity; MIB's "Full Vector" baseline);
@@ -72,7 +72,7 @@ def _pca_basis(acts: torch.Tensor, k: int) -> torch.Tensor:
 def _activations(model, part, train) -> torch.Tensor:
     """The part's vectors (in its frame's coordinates) on the train inputs, base and source, at
     every real position: ``[n_vectors, m]``."""
-    from cbench.pyvene_adapter import collect
+    from cbench.localization.pyvene_adapter import collect
 
     d = train.data
     acts = collect(model, part.site, torch.cat([d.base, d.source], 0))  # [2N, P, width]
@@ -85,7 +85,7 @@ def fit(model, location, spec: FeaturizerSpec, train, default_k: int, loss_fn=No
     """Interventions for each part of ``location`` (one :class:`BasisIntervention` each) and a
     ``{"k": ..., "train_s": ...}`` record. ``train`` is a :class:`VariableData` (used by DAS
     and PCA)."""
-    from cbench.pyvene_adapter import BasisIntervention
+    from cbench.localization.pyvene_adapter import BasisIntervention
 
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(int(spec.seed))
@@ -131,7 +131,7 @@ def train_das(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -
     """Train the DAS rotations of ``ivs`` in place (Adam, ``spec.lr``, ``spec.steps`` batches
     drawn from the train pairs epoch by epoch, each epoch in a seeded order). Returns
     ``{"steps", "final_loss"}``."""
-    from cbench.pyvene_adapter import intervenable, interchange
+    from cbench.localization.pyvene_adapter import intervenable, interchange
 
     sites = [p.site for p in location.parts]
     iv = intervenable(model, sites, ivs)

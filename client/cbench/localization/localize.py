@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from cbench.ablation import correct
+from cbench.scoring.ablation import correct
 from cbench.errors import UsageError
 from cbench.localization.featurizers import FeaturizerSpec, fit
 from cbench.localization.variables import (Location, Variable, VariableData, candidate_locations, parse_location,
@@ -39,7 +39,7 @@ DEFAULT_TEST = 1000
 @torch.no_grad()
 def iia(model, location: Location, ivs, data: VariableData, batch_size: int = 500) -> tuple[float, float]:
     """(IIA over labelled positions, IIA over positions whose label the interchange changes)."""
-    from cbench.pyvene_adapter import interchange, intervenable
+    from cbench.localization.pyvene_adapter import interchange, intervenable
 
     sites = [p.site for p in location.parts]
     iv = intervenable(model, sites, list(ivs))

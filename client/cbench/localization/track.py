@@ -43,7 +43,7 @@ def _names(value: str | None, allowed: Sequence[str], what: str) -> list[str]:
 
 
 def _load(name: str):
-    from cbench.loading import load
+    from cbench.hub.loading import load
 
     return load(name)
 

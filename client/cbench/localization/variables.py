@@ -36,8 +36,8 @@ from typing import Mapping, Sequence
 import torch
 
 from cbench.errors import UsageError, did_you_mean
-from cbench.graph import _HEAD_RE, _MLP_RE
-from cbench.task_data import TaskData, from_rows
+from cbench.graph.graph import _HEAD_RE, _MLP_RE
+from cbench.tasks.data import TaskData, from_rows
 
 NOT_VARIABLES = ("IndicesType", "TokensType", "Select")
 _RESID_RE = re.compile(r"^resid\.(\d+)$")
@@ -48,7 +48,7 @@ _SLICE_RE = re.compile(r"^(a\d+\.h\d+|m\d+)\[(\d+(?:,\d+)*)\]$")
 class Part:
     """One hidden vector of a location: a pyvene site and the coordinates (frame) it uses."""
 
-    site: object  # cbench.pyvene_adapter.Site
+    site: object  # cbench.localization.pyvene_adapter.Site
     dims: tuple[int, ...] | None = None  # None: every coordinate
 
     def frame(self, width: int) -> torch.Tensor:
@@ -73,7 +73,7 @@ class Location:
 
 def parse_location(name: str, cfg) -> Location:
     """A :class:`Location` from its name (see the module doc), checked against ``cfg``."""
-    from cbench.pyvene_adapter import Site
+    from cbench.localization.pyvene_adapter import Site
 
     name = str(name).strip()
     n_layers, n_heads = int(cfg.n_layers), int(cfg.n_heads)
@@ -227,7 +227,7 @@ def read_rows(case: str, split: str, dataset_dir: str | Path | None = None, revi
             table = pq.read_table(f)
             rows.extend(table.slice(0, None if n is None else max(0, n - len(rows))).to_pylist())
         return rows, str(root)
-    from cbench.loading import load_dataset
+    from cbench.hub.loading import load_dataset
 
     ds = load_dataset("counterfactuals", config, revision=revision, split=split)
     if n is not None:

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from cbench.graph import Graph, promote_edge_name
+from cbench.graph.graph import Graph, promote_edge_name
 
 
 def node_positions(graph: Graph) -> dict[str, tuple[float, float]]:

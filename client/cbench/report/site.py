@@ -88,7 +88,7 @@ def _case_key(case: str):
 
 def read_bench(results_dir: Path) -> dict:
     """The bench's results.json (checked), with a message that says what to run when it is missing."""
-    from cbench.validation import check, read_json
+    from cbench.schemas import check, read_json
 
     path = Path(results_dir) / "results.json"
     if not path.is_file():
@@ -101,7 +101,7 @@ def read_bench(results_dir: Path) -> dict:
 
 
 def _load_case(case: str, model_path: str | None) -> CaseInfo:
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench.scoring.bench import _resolve
     from cbench.scoring.ground_truth import circuit_edge_names
 
@@ -131,7 +131,7 @@ def _no_signal(bench: dict, case: str):
 def gather(results_dir: Path, out: Path, echo: Callable[[str], None] = print):
     """(entries, cases, bench document): the bench's methods and the submissions kept in ``out``."""
     from cbench.scoring.ground_truth import check_edge_scores
-    from cbench.validation import read_json
+    from cbench.schemas import read_json
 
     bench = read_bench(results_dir)
     res, inputs = bench["results"], bench["inputs"]

@@ -47,7 +47,7 @@ def submit(file: str | Path, report_dir: str | Path, case: str | None = None, na
     from cbench.report.site import _load_case, _no_signal, build_report, read_bench, score_doc, slug
     from cbench.scoring.ground_truth import check_edge_scores
     from cbench.scoring.report import write_bytes_atomic
-    from cbench.validation import check, read_json
+    from cbench.schemas import check, read_json
 
     out = Path(report_dir)
     site_file = out / "site.json"

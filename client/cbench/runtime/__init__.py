@@ -2,14 +2,14 @@
 
 One :class:`CircuitRuntime` wraps one model (a ``HookedTransformer`` or a model artifact) and runs
 it layer by layer from its own weights, keeping every node's output in one stacked tensor
-``acts[n_forward, batch, pos, d_model]`` (rows in :attr:`cbench.graph.Graph.forward_nodes`
+``acts[n_forward, batch, pos, d_model]`` (rows in :attr:`cbench.graph.graph.Graph.forward_nodes`
 order: ``input``, then per layer the heads and the MLP). The input of every destination
 (each head's q, k and v input, each MLP input, the logits) is one masked sum over its sources::
 
     input[dst] = sum_src  M[src, dst] * acts[src] + (1 - M[src, dst]) * ablated[src]  + bias[dst]
 
 computed per layer as one einsum over the (forward x backward) matrix of the graph
-(:meth:`cbench.graph.Graph.to_matrix`). ``acts`` are the node outputs *of this run* (so a patch
+(:meth:`cbench.graph.graph.Graph.to_matrix`). ``acts`` are the node outputs *of this run* (so a patch
 propagates downstream, as in ACDC and EAP-IG); ``ablated`` are the node outputs of the ablation
 (resample: an unpatched run on the paired source input; mean: the mean over a reference set,
 per position or over positions too; zero: zeros).
@@ -73,7 +73,7 @@ masks over tiled inputs), or a set/list of edge names (the edges kept). ``node_m
 ``[n_forward]`` or ``[C, n_forward]`` (same row rule) over ``graph.forward_nodes``, a dict
 ``{node name: weight}`` (others 1), or a set/list of node names kept. Wrong lengths raise
 :class:`~cbench.errors.GraphError` in one line. ``metric_fn(outputs) -> scalar tensor``
-(e.g. a :class:`cbench.metrics.Metric`, which is a mean over examples).
+(e.g. a :class:`cbench.tasks.metrics.Metric`, which is a mean over examples).
 
 Three passes, chosen automatically by ``run``: no mask -> TransformerLens's own order of
 operations (bit-exact); node masks only -> the residual-stream pass with each masked node's

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from cbench.errors import GraphError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 from cbench.runtime import ablations, clean_pass, incremental, layer_norm, layers, masked_forward, masks
 from cbench.runtime import input_gradients as gradients
 from cbench.runtime.weights import refresh_weights

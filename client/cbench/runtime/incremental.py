@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from cbench.errors import GraphError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 from cbench.runtime.layers import future_mask, mlp, unembed
 from cbench.runtime.weights import slot_bias_stack
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from cbench.errors import GraphError, UsageError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 if TYPE_CHECKING:
     from cbench.runtime.circuit_runtime import CircuitRuntime

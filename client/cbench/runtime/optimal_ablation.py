@@ -82,7 +82,7 @@ def _data_key(tokens: torch.Tensor, metric, settings: OptimalAblationSettings) -
 
 
 def cache_path(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings) -> Path:
-    from cbench.cache import default_cache_dir, records_dir
+    from cbench.hub.cache import default_cache_dir, records_dir
 
     return (records_dir(default_cache_dir()) / "optimal-ablation" / model_sha256(rt)
             / f"{_data_key(tokens_tensor(rt, tokens), metric, settings)}.safetensors")
@@ -91,7 +91,7 @@ def cache_path(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSett
 def node_losses(rt: CircuitRuntime, tokens: torch.Tensor, vectors: torch.Tensor,
                 metric: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """``[F]``: the loss with node f alone replaced by ``vectors[f]`` (one pass, F row blocks).
-    ``metric`` maps outputs ``[F, n, P, V]`` to ``[F]`` (a :class:`cbench.metrics.Metric`)."""
+    ``metric`` maps outputs ``[F, n, P, V]`` to ``[F]`` (a :class:`cbench.tasks.metrics.Metric`)."""
     F = rt.n_forward
     n = tokens.shape[0]
     nm = 1.0 - torch.eye(F, dtype=rt.dtype, device=rt.device)  # row f: node f ablated
@@ -102,8 +102,8 @@ def node_losses(rt: CircuitRuntime, tokens: torch.Tensor, vectors: torch.Tensor,
 def learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings | None = None,
           progress: bool = False) -> tuple[torch.Tensor, dict]:
     """``(vectors [F, D], info)``: trained as the module docstring says. ``metric`` is a
-    :class:`cbench.metrics.Metric` bound to ``tokens`` (labels or clean outputs)."""
-    from cbench.metrics import Metric
+    :class:`cbench.tasks.metrics.Metric` bound to ``tokens`` (labels or clean outputs)."""
+    from cbench.tasks.metrics import Metric
 
     s = settings or OptimalAblationSettings()
     tokens = tokens_tensor(rt, tokens)

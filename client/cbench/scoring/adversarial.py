@@ -35,7 +35,7 @@ PERCENTILES = (25.0, 50.0, 75.0, 95.0, 99.0, 99.9, 99.99)
 
 def pair_divergences(case, data, mask: np.ndarray, metric: str | None = None, max_rows: int = 4096) -> np.ndarray:
     """``[N, S]``: divergence of C(base_i, source_j) from M(base_i) for every pair."""
-    from cbench import metrics as M
+    from cbench.tasks import metrics as M
 
     rt = case.runtime
     name = metric or ("kl" if case.task_type == "categorical" else "l2")

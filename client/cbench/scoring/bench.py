@@ -51,7 +51,7 @@ PUBLISHED = {"ioi": ("MIB Table 2 (InterpBench, published)",
 
 def released_siit_cases() -> list[str]:
     """Ids of every SIIT model (``cbench/case-<id>``) the embedded zoo releases, in numeric order."""
-    from cbench.hub import zoo_releases
+    from cbench.hub.zoo import zoo_releases
 
     ids = {ref.repo_id.split("/case-", 1)[1] for ref in zoo_releases()
            if ref.repo_type == "model" and "/case-" in ref.repo_id}
@@ -94,13 +94,13 @@ def _parse_methods(methods: str | None) -> list[str]:
 
 def _resolve(case: str):
     """(label, artifact) for a case id, case name or artifact directory."""
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
 
     p = Path(case)
     if p.is_dir():
         art = read_model_artifact(p)
         return art.case, art
-    from cbench.loading import load
+    from cbench.hub.loading import load
 
     if case.isdigit():
         errors = []
@@ -160,7 +160,7 @@ def model_sha256(artifact) -> str | None:
 def _model_ref(artifact) -> dict:
     """``model`` of a bench scores document: the hub repository and commit when the artifact is a
     snapshot in the Hugging Face cache (``models--<org>--<name>/snapshots/<sha>``), else null."""
-    from cbench.cache import snapshot_of_path
+    from cbench.hub.cache import snapshot_of_path
 
     repo, revision = snapshot_of_path(artifact.path) or (None, None)
     return {"repo": repo, "revision": revision, "kind": artifact.model_kind}
@@ -175,7 +175,7 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     None otherwise (missing, half-written or stale: run again)."""
     from cbench.discovery import validate_hyperparameters
     from cbench.scoring.ground_truth import check_edge_scores
-    from cbench.validation import read_json
+    from cbench.schemas import read_json
 
     if not path.is_file():
         return None
@@ -231,7 +231,7 @@ def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
 
 
 def _worker_case(task: BenchTask):
-    from cbench.artifacts import read_model_artifact
+    from cbench.artifacts.model import read_model_artifact
     from cbench.cli import use_cpu_threads
     from cbench.scoring.task import case_from_artifact, pair_data
 
@@ -266,7 +266,7 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
 def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo) -> dict:
     """With a parallel executor: run every unfinished (case, method) task on it, each result
     written here as it arrives (so a killed run resumes). {(case, method): error} of the failed."""
-    from cbench.executor import progress_line
+    from cbench.scoring.executor import progress_line
 
     if executor is None:  # the serial loop runs each task itself
         return {}
@@ -301,10 +301,10 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
               seed: int = 0, echo: Callable[[str], None] = print, executor=None,
               include_no_signal: bool = False) -> dict:
-    """Run and score every (case, method). ``executor`` (:mod:`cbench.executor`) runs the discovery
+    """Run and score every (case, method). ``executor`` (:mod:`cbench.scoring.executor`) runs the discovery
     tasks that are not finished yet, each result written as it arrives, before the loop below
     scores them; None: the loop runs each task itself (the serial default)."""
-    from cbench.executor import run_task
+    from cbench.scoring.executor import run_task
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results

@@ -12,7 +12,7 @@
   m(N) = 0 and f = 1 − loss(C)/loss(∅): the share of the empty circuit's divergence from the
   model that C recovers — defined whenever ablating everything changes the output, and never
   dividing by a gap that is only noise, as a loss against labels can when the model is already
-  at the labels' loss floor. Any metric of :mod:`cbench.metrics` (``ce``, ``mae``, ``mse``
+  at the labels' loss floor. Any metric of :mod:`cbench.tasks.metrics` (``ce``, ``mae``, ``mse``
   against the labels, or the clean model's outputs when the data has none) can be chosen instead.
 * Edges outside C are ablated with ``resample`` (the paired source input's activations: MIB's
   counterfactual ablation, the default), ``mean`` (per-position mean over the base inputs) or
@@ -51,9 +51,9 @@ def circuits_at_sizes(scores, grid: Sequence[float] = SIZE_GRID, absolute: bool 
                       construction: str = "top-n", graph=None) -> np.ndarray:
     """Boolean masks ``[len(grid), n_edges]``: the top edges by signed (or absolute) score;
     ``construction="greedy"`` (needs ``graph``): MIB's greedy search from the logits instead
-    (:mod:`cbench.circuits`)."""
+    (:mod:`cbench.graph.circuits`)."""
     if construction != "top-n":
-        from cbench.circuits import circuit_masks
+        from cbench.graph.circuits import circuit_masks
 
         n = np.asarray(scores).size
         return circuit_masks(graph, scores, [edges_at_size(n, k) for k in grid], absolute, construction)
@@ -75,9 +75,9 @@ def edge_score_vector(graph, doc: Mapping) -> np.ndarray:
 
 
 def task_metric(case, data, metric: str | None = None):
-    """The loss m is built from: a :class:`cbench.metrics.Metric` bound to the data's labels
+    """The loss m is built from: a :class:`cbench.tasks.metrics.Metric` bound to the data's labels
     (or the clean model's outputs)."""
-    from cbench import metrics as M
+    from cbench.tasks import metrics as M
 
     name = metric or ("kl" if case.task_type == "categorical" else "l2")
     M.check_metric(name, case.task_type)
@@ -175,7 +175,7 @@ def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric
                           grid: Sequence[float] = SIZE_GRID, positional: bool = True,
                           construction: str = "top-n") -> FaithfulnessResult:
     """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector;
-    circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.circuits`)."""
+    circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`)."""
     bound = task_metric(case, data, metric)
     cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction)
     cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction)

@@ -42,7 +42,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from cbench.errors import GraphError, SchemaError, UsageError
-from cbench.graph import Graph, parse_edge_name, promote_edge_name
+from cbench.graph.graph import Graph, parse_edge_name, promote_edge_name
 from cbench.scoring.statistics import PrecisionRecall, RocCurve, precision_recall, roc_curve
 
 __all__ = ["GroundTruthScore", "truth_head_edges", "head_level_scores", "node_scores_from_edges",
@@ -182,7 +182,7 @@ def check_edge_scores(doc, graph: Graph, case: str | None = None, d_model: int |
                       source: str = "scores file") -> None:
     """Raise one clear error if ``doc`` is not a schema-valid edge-scores document for this case
     and graph (another case, unknown edges, missing or non-finite scores)."""
-    from cbench import validation
+    from cbench import schemas as validation
 
     if isinstance(doc, Mapping) and case is not None and isinstance(doc.get("case"), str) \
             and str(doc["case"]) != str(case):

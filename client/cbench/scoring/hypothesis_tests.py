@@ -4,7 +4,7 @@ q* = 0.9, α = 0.05, ε = 0.1, 100 random circuits, 1000 permutations, HSIC with
 and the median-distance bandwidth.
 
 Per-example score s(output, y) (higher is better): minus the per-example loss of
-:mod:`cbench.metrics` — cross-entropy for categorical tasks (the log-probability of the label),
+:mod:`cbench.tasks.metrics` — cross-entropy for categorical tasks (the log-probability of the label),
 mean absolute error over positions for numerical tasks (the paper's Tracr score, a token-level
 ℓ distance). Labels are the data's, or the full model's own outputs when the data has none.
 Faithfulness F(M, C) = mean over examples of |s(M(x)) − s(C(x))|² (the paper's ℓ² choice).
@@ -106,7 +106,7 @@ class _Scorer:
     """Per-example scores of many masks on one dataset, with a cache keyed by mask."""
 
     def __init__(self, case, data, ablation: str = "resample", metric: str | None = None, positional: bool = True):
-        from cbench import metrics as M
+        from cbench.tasks import metrics as M
 
         self.case, self.data, self.ablation, self.positional = case, data, ablation, positional
         name = metric or ("ce" if case.task_type == "categorical" else "mae")

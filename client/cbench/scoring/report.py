@@ -46,7 +46,7 @@ def results_document(kind: str, results: Mapping, inputs: Mapping, case: str | N
                      cases: Sequence[str] | None = None, runtime_s: float | None = None, **extra) -> dict:
     """A schema-valid ``cbench/results/v1`` document (checked before it is returned)."""
     from cbench import __version__
-    from cbench.validation import check
+    from cbench.schemas import check
 
     doc: dict = {"schema": "cbench/results/v1", "kind": kind}
     if case is not None:
@@ -61,8 +61,8 @@ def results_document(kind: str, results: Mapping, inputs: Mapping, case: str | N
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write through cbench's one output writer (:func:`cbench.safe_io.write_output`)."""
-    from cbench.safe_io import write_output
+    """Write through cbench's one output writer (:func:`cbench.files.safe_io.write_output`)."""
+    from cbench.files.safe_io import write_output
 
     return write_output(path, data)
 

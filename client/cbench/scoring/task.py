@@ -3,9 +3,9 @@ ground-truth circuit, (base, source) input pairs with labels, and circuit masks.
 
 * :class:`ScoringCase` — one case ready for scoring: a :class:`~cbench.runtime.CircuitRuntime`,
   the graph, ``meta.json`` and ``circuit.json`` contents. :func:`resolve_case` accepts a model
-  artifact directory or a case name (resolved with ``cbench.loading.load`` when the hub client
+  artifact directory or a case name (resolved with ``cbench.hub.loading.load`` when the hub client
   provides it).
-* :func:`pair_data` — (base, source) pairs as :class:`cbench.task_data.TaskData` (the runtime's
+* :func:`pair_data` — (base, source) pairs as :class:`cbench.tasks.data.TaskData` (the runtime's
   data type): the case's counterfactual dataset (pulled when not cached), or pairs sampled from
   meta.json only when asked for (``sampled``). Without labels, scores compare against the full model's own outputs (for Tracr
   models that *is* the program's output).
@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from cbench.errors import ArtifactError, GraphError
-from cbench.graph import Graph
+from cbench.graph.graph import Graph
 
 __all__ = ["ScoringCase", "resolve_case", "case_from_model", "pair_data", "circuit_mask",
            "random_path", "random_circuit", "outgoing_edges"]
@@ -82,13 +82,13 @@ def case_from_artifact(artifact) -> ScoringCase:
 
 
 def resolve_case(case_or_path: str | os.PathLike, verify: bool = True) -> ScoringCase:
-    """A model artifact directory, or a case name the hub client can load (``cbench.loading``)."""
-    from cbench.artifacts import read_model_artifact
+    """A model artifact directory, or a case name the hub client can load (``cbench.hub.loading``)."""
+    from cbench.artifacts.model import read_model_artifact
 
     p = Path(case_or_path)
     if p.is_dir():
         return case_from_artifact(read_model_artifact(p, verify=verify))
-    from cbench.loading import load
+    from cbench.hub.loading import load
 
     return case_from_artifact(load(str(case_or_path), verify=verify))
 
@@ -96,10 +96,10 @@ def resolve_case(case_or_path: str | os.PathLike, verify: bool = True) -> Scorin
 # ----------------------------------------------------------------------------- data
 def pair_data(case: ScoringCase, split: str = "validation", n: int | None = 200, seed: int = 0,
               sampled: bool = False):
-    """(base, source) pairs as a :class:`cbench.task_data.TaskData`: the case's counterfactual
+    """(base, source) pairs as a :class:`cbench.tasks.data.TaskData`: the case's counterfactual
     dataset (pulled when not cached; an error when it cannot be had), or pairs sampled from
     meta.json when ``sampled``."""
-    from cbench.task_data import load_task_data, sample_pairs
+    from cbench.tasks.data import load_task_data, sample_pairs
 
     if sampled:
         return sample_pairs(case.meta, n or 200, seed)

@@ -15,9 +15,9 @@ cbench's models read token ids: id ``i`` is ``meta.json``'s ``input_tokens[i]``,
 The builders write it into every model artifact (``tokenizer.json``, listed in ``meta.json``'s
 sha256 manifest), with a ``tokenizer_config.json`` naming ``PreTrainedTokenizerFast`` so that
 ``transformers.AutoTokenizer.from_pretrained`` loads it (artifacts written before that file existed
-load with ``PreTrainedTokenizerFast(tokenizer_file=...)``). :meth:`cbench.artifacts.ModelArtifact.tokenizer` reads it, or builds it from
+load with ``PreTrainedTokenizerFast(tokenizer_file=...)``). :meth:`cbench.artifacts.model.ModelArtifact.tokenizer` reads it, or builds it from
 ``meta.json`` for artifacts released before it existed (v1 models), and ``load_model()``
-attaches it to the HookedTransformer (:func:`cbench.transformer_lens_adapter.attach_tokenizer`).
+attaches it to the HookedTransformer (:func:`cbench.artifacts.transformer_lens_adapter.attach_tokenizer`).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ directly, so an already-cached revision needs no server at all).
 
 Every download goes to a staging cache, is checked there (each file's git blob id against the
 server's tree listing, each file against ``meta.json``'s sha256 manifest, each JSON document
-against its schema) and only then moves into the cache; see :mod:`cbench.cache`. Offline
+against its schema) and only then moves into the cache; see :mod:`cbench.hub.cache`. Offline
 (``HF_HUB_OFFLINE=1``, or the hub unreachable) answers come from the cache at the revisions last
 resolved online.
 """
@@ -27,18 +27,36 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cbench.cache import Cache, Snapshot
-from cbench.errors import (ArtifactError, CacheDamagedError, CbenchError, HashMismatchError, HubError,
-                           HubUnreachableError, SchemaError, TagMovedError, UnknownRepoError, UnknownRevisionError,
-                           UsageError, closest)
-from cbench.hub import SHA_RE, Hub, RepoRef, default_hub_dir, ensure_seeded, is_version, sort_versions
+from cbench.errors import (
+    ArtifactError,
+    CacheDamagedError,
+    CbenchError,
+    HashMismatchError,
+    HubError,
+    HubUnreachableError,
+    SchemaError,
+    TagMovedError,
+    UnknownRepoError,
+    UnknownRevisionError,
+    UsageError,
+    closest,
+)
+from cbench.hub.cache import Cache, Snapshot
+from cbench.hub.remote import (
+    Remote,
+    _http_status,
+    _quiet_hf,
+    _token_for,
+    hf_offline,
+    select_remote,
+)
+from cbench.hub.repos import SHA_RE, RepoRef, is_version, sort_versions
+from cbench.hub.seeding import seed_default_hub
 
 DEFAULT_ORG = "cbench"
 _CASE_RE = re.compile(r"^(?:case-)?(\d+[a-z]?)$")
 
 
-def hf_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # ---------------------------------------------------------------------------- names
@@ -72,130 +90,20 @@ def natural_key(name: str) -> list:
 
 
 # ---------------------------------------------------------------------------- where from
-@dataclass
-class Remote:
-    """A hub directory (served by olah on demand) or an endpoint URL."""
-
-    hub_dir: Path | None = None
-    endpoint: str | None = None
-    default: bool = False
-
-    def __str__(self) -> str:
-        return self.endpoint if self.endpoint else f"hub {self.hub_dir}"
-
-    @property
-    def hub(self) -> Hub:
-        return Hub(self.hub_dir)
-
-    def names(self, repo_type: str) -> list[str]:
-        names = self.hub.repos(repo_type) if self.hub_dir is not None and self.hub.exists() else []
-        if self.default:  # a lazily seeded hub: the zoo's repositories too
-            from cbench.hub import zoo_releases
-
-            names = sorted(set(names) | {r.repo_id for r in zoo_releases() if r.repo_type == repo_type})
-        return names
-
-    def refs(self, ref: RepoRef) -> dict[str, str] | None:
-        """Tag -> sha, or None if the repository does not exist. HubUnreachableError if the hub
-        cannot be asked."""
-        both = self.refs_and_branches(ref)
-        return None if both is None else both[0]
-
-    def refs_and_branches(self, ref: RepoRef) -> tuple[dict[str, str], dict[str, str]] | None:
-        """(tag -> sha, branch -> sha), or None if the repository does not exist."""
-        if self.hub_dir is not None:
-            if not self.hub.exists():
-                raise HubUnreachableError(f"hub directory {self.hub_dir} does not exist")
-            if not self.hub.has_repo(ref.repo_id, ref.repo_type):
-                return None
-            return self.hub.refs(ref.repo_id, ref.repo_type), self.hub.branches(ref.repo_id, ref.repo_type)
-        api = _hf_api(self.endpoint)
-        try:
-            refs = api.list_repo_refs(ref.repo_id, repo_type=ref.repo_type)
-        except Exception as exc:  # noqa: BLE001 - every failure is mapped below
-            status = _http_status(exc)
-            if status in (401, 404):  # olah answers 401 (or 404 on /refs) for a missing repository
-                return None
-            if status is not None:
-                raise HubError(f"{self.endpoint} answered HTTP {status} for {ref.repo_id}") from None
-            raise HubUnreachableError(f"cannot reach {self.endpoint} ({type(exc).__name__})") from None
-        return {t.name: t.target_commit for t in refs.tags}, {b.name: b.target_commit for b in refs.branches}
 
 
-def check_endpoint(endpoint: str, option: str = "--endpoint") -> str:
-    """An http(s) URL with a host and a valid port, without trailing slash; UsageError otherwise."""
-    from urllib.parse import urlsplit
-
-    text = str(endpoint).strip()
-    try:
-        parts = urlsplit(text)
-        port = parts.port  # ValueError for a port that is not a number in 0-65535
-        host = parts.hostname
-    except ValueError as exc:
-        raise UsageError(f"{option} {endpoint!r} is not a URL ({exc})") from None
-    if parts.scheme not in ("http", "https"):
-        raise UsageError(f"{option} {endpoint!r} is not an http(s):// URL")
-    if not host:
-        raise UsageError(f"{option} {endpoint!r} has no host; e.g. http://127.0.0.1:8090")
-    if port == 0 or any(c.isspace() for c in text) or parts.query or parts.fragment:
-        raise UsageError(f"{option} {endpoint!r} is not a server address such as http://127.0.0.1:8090")
-    return text.rstrip("/")
 
 
-def check_hub_dir(hub: str | os.PathLike, option: str = "--hub") -> Path:
-    """An existing hub directory; UsageError otherwise (never a silent fall-back to the cache)."""
-    text = os.fspath(hub)
-    if not str(text).strip():
-        raise UsageError(f"{option} is empty; give a hub directory")
-    path = Path(text).expanduser()
-    if not path.is_dir():
-        what = "is not a directory" if path.exists() else "does not exist"
-        raise UsageError(f"{option} {path} {what}; give a hub directory (with models/<org>/<name> git "
-                         "repositories), or --endpoint URL for a server")
-    return path
 
 
-def select_remote(endpoint: str | None = None, hub: str | os.PathLike | None = None) -> Remote:
-    """Where to pull from; a malformed endpoint or a missing hub directory is a UsageError."""
-    if endpoint is not None and hub is not None:
-        raise UsageError("give either --endpoint or --hub, not both")
-    if endpoint is not None:
-        return Remote(endpoint=check_endpoint(endpoint))
-    if hub is not None:
-        return Remote(hub_dir=check_hub_dir(hub))
-    if os.environ.get("CBENCH_ENDPOINT"):
-        return Remote(endpoint=check_endpoint(os.environ["CBENCH_ENDPOINT"], "CBENCH_ENDPOINT"))
-    if os.environ.get("CBENCH_HUB"):
-        return Remote(hub_dir=check_hub_dir(os.environ["CBENCH_HUB"], "CBENCH_HUB"))
-    if os.environ.get("HF_ENDPOINT", "").strip():  # as every huggingface_hub client reads it
-        return Remote(endpoint=check_endpoint(os.environ["HF_ENDPOINT"], "HF_ENDPOINT"))
-    return Remote(hub_dir=default_hub_dir(), default=True)
 
 
-def _token_for(endpoint: str):
-    """No token for loopback servers (never send a user's Hugging Face token to them); the
-    user's own (``HF_TOKEN`` / ``hf auth login``) for anything else."""
-    from urllib.parse import urlparse
-
-    return False if urlparse(endpoint).hostname in ("127.0.0.1", "localhost", "::1") else None
 
 
-def _hf_api(endpoint: str):
-    _quiet_hf()
-    from huggingface_hub import HfApi
-
-    return HfApi(endpoint=endpoint, token=_token_for(endpoint))
 
 
-def _quiet_hf() -> None:
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_XET", "1")
 
 
-def _http_status(exc: Exception) -> int | None:
-    resp = getattr(exc, "response", None)
-    return getattr(resp, "status_code", None)
 
 
 # ---------------------------------------------------------------------------- resolving
@@ -270,9 +178,9 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
          hub: str | os.PathLike | None = None, offline: bool | None = None,
          cache_dir: str | os.PathLike | None = None, accept_moved_tag: bool = False) -> Snapshot:
     """Make ``spec`` (``case-3``, ``case-3@v1.0.0``, ``cbench/case-3@<sha>``) available locally
-    and return its verified :class:`~cbench.cache.Snapshot`.
+    and return its verified :class:`~cbench.hub.cache.Snapshot`.
 
-    A cached snapshot is checked (:mod:`cbench.cache_verify`) before it is returned; a damaged one
+    A cached snapshot is checked (:mod:`cbench.hub.cache_verify`) before it is returned; a damaged one
     is downloaded again (``snap.extra["repaired"]`` says what was wrong), or refused offline. A
     version tag that now names another commit than the one this cache recorded (or the zoo's
     ``index.json`` pins, for the default hub) is refused (:class:`~cbench.errors.TagMovedError`)
@@ -300,7 +208,7 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     with cache.repo_lock(res.ref):
         repaired = None
         if cache.snapshot(res.ref, res.sha) is not None:  # a concurrent pull may have finished it
-            from cbench.cache_verify import check_cached, discard
+            from cbench.hub.cache_verify import check_cached, discard
 
             report = check_cached(cache, res.ref, res.sha)
             if report.ok:
@@ -325,7 +233,7 @@ def _intact_cached(cache: Cache, res: Resolved) -> Snapshot | None:
     snap = cache.snapshot(res.ref, res.sha)
     if snap is None:
         return None
-    from cbench.cache_verify import check_cached
+    from cbench.hub.cache_verify import check_cached
 
     return _tagged(snap, res) if check_cached(cache, res.ref, res.sha).ok else None
 
@@ -333,7 +241,7 @@ def _intact_cached(cache: Cache, res: Resolved) -> Snapshot | None:
 # ---------------------------------------------------------------------------- tag pins
 def zoo_pins(ref: RepoRef) -> dict[str, str]:
     """Version -> commit sha that the zoo's ``releases/index.json`` pins for a repository."""
-    from cbench.hub import zoo_dir
+    from cbench.hub.zoo import zoo_dir
 
     zoo = zoo_dir()
     if zoo is None:
@@ -382,19 +290,6 @@ def check_pins(res: Resolved, cache: Cache, remote: Remote, accept: bool = False
     return ()
 
 
-def seed_default_hub(hub_dir: Path, only=None) -> None:
-    """Seed the default hub from the zoo (``only``: just these repositories); a broken zoo
-    release becomes one clear error."""
-    from cbench.errors import PublishError
-
-    try:
-        Path(hub_dir).mkdir(parents=True, exist_ok=True)
-        ensure_seeded(hub_dir, only=only)
-    except OSError as exc:
-        raise HubError(f"cannot create the default hub {hub_dir}: {exc.strerror or exc}; set CBENCH_HOME "
-                       "or use --hub DIR") from None
-    except PublishError as exc:
-        raise HubError(f"seeding the default hub {hub_dir} from model_zoo/releases failed: {exc}") from None
 
 
 def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, reason: str) -> Snapshot:
@@ -406,7 +301,7 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
             continue
         snap = cache.resolve_offline(ref, revision)
         if snap is not None:
-            from cbench.cache_verify import check_cached, damaged_message
+            from cbench.hub.cache_verify import check_cached, damaged_message
 
             report = check_cached(cache, ref, snap.sha)
             if not report.ok:
@@ -422,14 +317,14 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
 
 
 def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
-    from cbench.hub_server import HubServer
+    from cbench.hub.server import HubServer
 
     server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
     try:
         _quiet_hf()
         from huggingface_hub import snapshot_download  # imported while olah starts
 
-        import cbench.validation  # noqa: F401  (verification needs it; import it while olah starts)
+        import cbench.schemas  # noqa: F401  (verification needs it; import it while olah starts)
 
         endpoint = remote.endpoint
         if server is not None:
@@ -444,7 +339,7 @@ def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
                 raise _download_error(exc, res, endpoint) from None
             files, size = verify_snapshot(path, staging / _folder(res.ref) / "trees" / f"{res.sha}.json",
                                           label=f"{res.ref.repo_id}@{res.tag or res.sha[:12]}")
-            from cbench.cache_verify import record_of
+            from cbench.hub.cache_verify import record_of
 
             record = record_of(path)
             final = cache.merge(staging, res.ref, res.sha)
@@ -458,7 +353,7 @@ def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
 
 
 def _folder(ref: RepoRef) -> str:
-    from cbench.cache import repo_folder_name
+    from cbench.hub.cache import repo_folder_name
 
     return repo_folder_name(ref)
 
@@ -480,13 +375,13 @@ def _download_error(exc: Exception, res: Resolved, endpoint: str) -> CbenchError
 
 # ---------------------------------------------------------------------------- verification
 def git_blob_id(path: Path) -> str:
-    from cbench.cache_verify import digest_file
+    from cbench.hub.cache_verify import digest_file
 
     return digest_file(path).git_blob
 
 
 def sha256_of(path: Path) -> str:
-    from cbench.cache_verify import digest_file
+    from cbench.hub.cache_verify import digest_file
 
     return digest_file(path).sha256
 
@@ -499,7 +394,7 @@ def verify_snapshot(path: Path, tree_listing: Path | None = None, label: str = "
        other file of the snapshot is listed (HashMismatchError / ArtifactError);
     3. every JSON document with a ``schema`` field satisfies its schema (SchemaError).
     """
-    from cbench.validation import read_json, validate
+    from cbench.schemas import read_json, validate
 
     label = label or str(path)
     files = sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())

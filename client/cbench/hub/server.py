@@ -1,8 +1,8 @@
 """olah on loopback over a hub directory: the Hugging Face protocol for a local hub.
 
 :class:`HubServer` starts olah (>= 0.5, the ``hub`` extra) on 127.0.0.1 with offline mode on and
-``mirrors-path`` set to the hub directory, behind :mod:`cbench.hub_api` (``python -m
-cbench.hub_api``: the Hub API calls olah answers differently from huggingface.co, answered as
+``mirrors-path`` set to the hub directory, behind :mod:`cbench.hub.api` (``python -m
+cbench.hub.api``: the Hub API calls olah answers differently from huggingface.co, answered as
 huggingface.co does), waits until it answers HTTP, and stops it (a context manager).
 ``cbench hub serve`` runs it in the foreground.
 
@@ -14,7 +14,7 @@ Facts about olah 0.5.4 this module relies on (read from its source, checked agai
   work for local repos; ``/api/{type}/{org}/{name}`` *without* a revision answers 401;
 * a missing repository or a missing revision answers **401** ("Repository not found"), a
   missing file **500**, and ``/`` 500 (template bug): callers must pass explicit revisions and
-  map errors themselves (:mod:`cbench.pull` resolves names and tags before downloading);
+  map errors themselves (:mod:`cbench.hub.pull` resolves names and tags before downloading);
 * it imports FastAPI, pydantic and GitPython at start: about 1.5-2.5 s on this machine, which
   is why :meth:`HubServer.start` does not wait and :meth:`HubServer.wait_ready` is separate.
 """
@@ -118,7 +118,7 @@ class HubServer:
         self._log = open(tmp / "olah.out", "wb") if self.quiet else None
         self._t0 = time.perf_counter()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cbench.hub_api", "--config", str(cfg), "--hub", str(self.hub_dir),
+            [sys.executable, "-m", "cbench.hub.api", "--config", str(cfg), "--hub", str(self.hub_dir),
              "--port", str(self.port), "--log-path", str(tmp / "logs")],
             cwd=str(tmp), stdout=self._log, stderr=subprocess.STDOUT if self.quiet else None,
             stdin=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True,
@@ -214,7 +214,7 @@ def remove_stale_server_dirs() -> None:
     ran leaves its configuration and logs behind; the next start cleans them up)."""
     import shutil
 
-    from cbench.safe_io import pid_alive
+    from cbench.files.safe_io import pid_alive
 
     base = Path(tempfile.gettempdir())
     try:

@@ -45,9 +45,9 @@ def is_mib_graph(doc: Any) -> bool:
 
 
 def read_graph_json(path: str | os.PathLike) -> Any:
-    """A JSON file as :func:`cbench.validation.read_json` reads it, except that a MIB graph file
+    """A JSON file as :func:`cbench.schemas.read_json` reads it, except that a MIB graph file
     may hold ``NaN`` node scores (EAP-IG writes them for unscored nodes); they become ``None``."""
-    from cbench.validation import read_json
+    from cbench.schemas import read_json
 
     try:
         return read_json(path)
@@ -71,7 +71,7 @@ def read_graph_json(path: str | os.PathLike) -> Any:
 
 
 def model_fields(artifact) -> dict:
-    """``graph``, ``case`` and ``model`` of a :class:`~cbench.artifacts.ModelArtifact`, as
+    """``graph``, ``case`` and ``model`` of a :class:`~cbench.artifacts.model.ModelArtifact`, as
     :func:`from_mib` takes them."""
     return {"graph": artifact.graph, "case": artifact.case,
             "model": {"repo": None, "revision": None, "kind": artifact.model_kind, "path": str(artifact.path)}}
@@ -174,9 +174,9 @@ def load_scores(path: str | os.PathLike, artifact=None, **fields) -> dict:
 
 def validate_mib_file(path: str | os.PathLike, graph=None, case: str | None = None, d_model: int | None = None,
                       model_kind: str | None = None):
-    """``cbench validate``'s hook: a :class:`~cbench.validation.FileReport` for a MIB graph file
+    """``cbench validate``'s hook: a :class:`~cbench.schemas.FileReport` for a MIB graph file
     (converted with the ``--case`` model's case and kind), or None when ``path`` is not one."""
-    from cbench.validation import FileReport, check_against_graph, validate
+    from cbench.schemas import FileReport, check_against_graph, validate
 
     where = str(path)
     try:

@@ -1,9 +1,9 @@
 """``cbench.load`` and ``cbench.load_dataset``: artifacts at an exact revision, online or offline.
 
-Both go through :func:`cbench.pull.pull` (which answers from the cache when offline or when the
+Both go through :func:`cbench.hub.pull.pull` (which answers from the cache when offline or when the
 revision is already cached), then read the local snapshot:
 
-* :func:`load` returns a :class:`~cbench.artifacts.ModelArtifact` (``.load_model()`` builds the
+* :func:`load` returns a :class:`~cbench.artifacts.model.ModelArtifact` (``.load_model()`` builds the
   HookedTransformer);
 * :func:`load_dataset` calls ``datasets.load_dataset(<snapshot path>, config)``. Passing the
   local path, not the repository id, is deliberate: offline, ``datasets.load_dataset(repo,
@@ -21,8 +21,8 @@ from cbench.errors import CbenchError, UsageError
 def load(case: str, revision: str | None = None, *, endpoint: str | None = None,
          hub: str | os.PathLike | None = None, offline: bool | None = None, verify: bool = True):
     """The model artifact of ``case`` (``'case-3'``, ``'tracr-case-3'``, ``'cbench/case-3@v1.0.0'``)."""
-    from cbench.artifacts import read_model_artifact
-    from cbench.pull import pull
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.hub.pull import pull
 
     snap = pull(case, revision, repo_type="model", endpoint=endpoint, hub=hub, offline=offline)
     return read_model_artifact(snap.path, verify=verify)
@@ -36,7 +36,7 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
 
     With a ``config``, only the card and that config's files are downloaded (:func:`config_snapshot`),
     verified and kept in the cache, so the same call answers offline afterwards."""
-    from cbench.pull import pull
+    from cbench.hub.pull import pull
 
     if config is None:
         snap = pull(name, revision, repo_type="dataset", endpoint=endpoint, hub=hub, offline=offline)
@@ -47,7 +47,7 @@ def load_dataset(name: str, config: str | None = None, revision: str | None = No
 
 def datasets_cache_dir() -> "os.PathLike":
     """Where the datasets library keeps its Arrow cache for cbench: ``$CBENCH_HOME/datasets``."""
-    from cbench.hub import cbench_home
+    from cbench.hub.repos import cbench_home
 
     return cbench_home() / "datasets"
 
@@ -140,7 +140,7 @@ def dataset_splits(path) -> dict[str, list[str]]:
 def config_snapshot(name: str, config: str, revision: str | None = None, *, endpoint: str | None = None,
                     hub: str | os.PathLike | None = None, offline: bool | None = None,
                     cache_dir: str | os.PathLike | None = None):
-    """The verified :class:`~cbench.cache.Snapshot` holding one dataset config: the whole snapshot
+    """The verified :class:`~cbench.hub.cache.Snapshot` holding one dataset config: the whole snapshot
     if it is cached, else the card and that config's data files only.
 
     Online, the card (``README.md``) is fetched first, its ``configs:`` entry names the data files,
@@ -149,11 +149,12 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
     commit (a partial snapshot, as ``huggingface_hub`` leaves one), with a completion record per
     config and ``refs/<tag>``. Offline (or with the hub unreachable), the cached full snapshot or
     config at the revision resolved online is checked and returned."""
-    from cbench.cache import Cache
+    from cbench.hub.cache import Cache
     from cbench.errors import CacheDamagedError, HubUnreachableError, UnknownRevisionError
-    from cbench.hub import RepoRef, sort_versions
-    from cbench.pull import (_intact_cached, candidates, check_pins, from_cache, hf_offline, resolve,
-                             seed_default_hub, select_remote)
+    from cbench.hub.repos import RepoRef, sort_versions
+    from cbench.hub.pull import _intact_cached, candidates, check_pins, from_cache, resolve
+    from cbench.hub.remote import hf_offline, select_remote
+    from cbench.hub.seeding import seed_default_hub
 
     cache = Cache(cache_dir)
 
@@ -203,8 +204,8 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
 
 def _config_snap(cache, ref, sha: str, config: str, tag: str | None = None):
     """The cached snapshot of ``sha`` if ``config`` was fetched into it and is intact."""
-    from cbench.cache import Snapshot
-    from cbench.cache_verify import check_config
+    from cbench.hub.cache import Snapshot
+    from cbench.hub.cache_verify import check_config
 
     rec = cache.config_record(ref, sha, config)
     if rec is None or not check_config(cache, ref, sha, config).ok:
@@ -220,10 +221,11 @@ def _fetch_config(cache, res, remote, config: str):
     move them into the cache. Call under the repository's lock."""
     from pathlib import Path
 
-    from cbench.cache import Snapshot, repo_folder_name
-    from cbench.cache_verify import record_of
-    from cbench.hub_server import HubServer
-    from cbench.pull import _download_error, _quiet_hf, _token_for, verify_snapshot
+    from cbench.hub.cache import Snapshot, repo_folder_name
+    from cbench.hub.cache_verify import record_of
+    from cbench.hub.server import HubServer
+    from cbench.hub.pull import _download_error, verify_snapshot
+    from cbench.hub.remote import _quiet_hf, _token_for
 
     server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
     try:

@@ -7,7 +7,7 @@ circuit as ``(parent, child)`` hook-name pairs), and at the release root
 ``benchmark_metadata.json`` (per case: task description, vocab, sequence lengths).
 
 Safety: weights are read with ``torch.load(weights_only=True)``; the pickles through
-:mod:`cbench.legacy_pickle` (an allowlist; a config object becomes a dict of its field values
+:mod:`cbench.artifacts.legacy_pickle` (an allowlist; a config object becomes a dict of its field values
 without running the class's code). Nothing the files contain is executed.
 
 Choices where the release is silent (written into the card and ``meta.json``'s ``imported_from``):
@@ -77,8 +77,8 @@ def _load_weights(path: Path) -> dict:
     from safetensors import SafetensorError
     from safetensors.torch import load as st_load
 
-    from cbench.legacy_pickle import _client_root
-    from cbench.safe_io import read_regular_file
+    from cbench.artifacts.legacy_pickle import _client_root
+    from cbench.files.safe_io import read_regular_file
 
     read_regular_file(path, MAX_WEIGHTS_BYTES, what="a torch state dict")  # regular file, bounded size
     try:
@@ -152,7 +152,7 @@ def _case_metadata(directory: Path, case_id: str) -> dict:
     for candidate in (directory / "benchmark_metadata.json", directory.parent / "benchmark_metadata.json"):
         if candidate.exists():
             from cbench.errors import SchemaError
-            from cbench.validation import read_json
+            from cbench.schemas import read_json
 
             try:
                 data = read_json(candidate)  # bounded: regular files, 64 MB, 64 levels of nesting
@@ -177,8 +177,8 @@ def _tokens(vocab: Any, d_vocab: int) -> tuple[list, str | None, bool]:
 
 def import_interpbench(directory: str | os.PathLike, case_id: str, out_dir: str | os.PathLike):
     """Convert ``directory`` (one InterpBench case) into a cbench artifact at ``out_dir``; return
-    the verified :class:`~cbench.artifacts.ModelArtifact`."""
-    from cbench import legacy_pickle
+    the verified :class:`~cbench.artifacts.model.ModelArtifact`."""
+    from cbench.artifacts import legacy_pickle as legacy_pickle
 
     d = Path(directory)
     case_id = str(case_id).strip().removeprefix("case-")
@@ -198,16 +198,16 @@ def import_interpbench(directory: str | os.PathLike, case_id: str, out_dir: str 
     edges_raw = legacy_pickle.load(d / "edges.pkl")
     training = {}
     if (d / "meta.json").is_file():
-        from cbench.validation import read_json
+        from cbench.schemas import read_json
 
         training = _json_safe(read_json(d / "meta.json"))
         if not isinstance(training, dict):
             training = {"value": training}
 
     # 2. config and weights
-    from cbench.artifacts import write_model_artifact
-    from cbench.graph import Graph
-    from cbench.transformer_lens_adapter import build_model, config_to_json
+    from cbench.artifacts.model import write_model_artifact
+    from cbench.graph.graph import Graph
+    from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
 
     cfg = _config_json(cfg_raw, d / "ll_model_cfg.pkl")
     state = _load_weights(d / "ll_model.pth")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from cbench.errors import UsageError
-from cbench.labels import none_class_of
+from cbench.tasks.labels import none_class_of
 
 
 @dataclass
@@ -186,13 +186,13 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
         if not use_dataset:
             raise UsageError("the IOI model has no sampled pairs (random words are not IOI sentences); "
                              "leave out --sampled: its pairs come from the cbench/ioi dataset")
-        from cbench.ioi_data import load_ioi_pairs
+        from cbench.tasks.ioi_data import load_ioi_pairs
 
         return load_ioi_pairs(meta, split, n_examples, offline=offline)
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
     from cbench.errors import CbenchError
-    from cbench.loading import config_snapshot, dataset_splits, open_dataset
+    from cbench.hub.loading import config_snapshot, dataset_splits, open_dataset
 
     revision = meta.get("dataset_revision")
     config = f"case-{case}"

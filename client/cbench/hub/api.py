@@ -2,8 +2,8 @@
 
 olah serves a hub directory's git repositories over the Hugging Face protocol (downloads,
 ``/tree``, ``/paths-info``, ``/refs``) but answers several Hub API calls differently from
-huggingface.co (see :mod:`cbench.hub_server`). :class:`HubApi` is an ASGI layer run in the olah
-process (``python -m cbench.hub_api``) that answers those calls itself, from the git
+huggingface.co (see :mod:`cbench.hub.server`). :class:`HubApi` is an ASGI layer run in the olah
+process (``python -m cbench.hub.api``) that answers those calls itself, from the git
 repositories, and passes everything else to olah:
 
 ==========================================================  ===================================
@@ -17,7 +17,7 @@ request                                                     answered with
 ==========================================================  ===================================
 
 Repository info has huggingface.co's fields: ``id``, ``sha``, ``lastModified`` and
-``createdAt`` (the git commit dates: the release dates, see :func:`cbench.hub.release_date`),
+``createdAt`` (the git commit dates: the release dates, see :func:`cbench.hub.repos.release_date`),
 ``siblings`` with ``rfilename``, ``size`` and ``blobId``, ``cardData``, ``tags``,
 ``library_name``, ``pipeline_tag`` (from the card's front matter).
 
@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
-from cbench.hub import SHA_RE, Hub, git, _git_env
+from cbench.hub.repos import SHA_RE, Hub, git, _git_env
 
 _TYPES = {"models": "model", "datasets": "dataset"}
 _REPO = r"(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
@@ -252,7 +252,7 @@ class HubApi:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m cbench.hub_api --config OLAH_TOML --hub DIR --log-path DIR``: olah with the
+    """``python -m cbench.hub.api --config OLAH_TOML --hub DIR --log-path DIR``: olah with the
     API layer in front, on the host and port the configuration names."""
     import argparse
 

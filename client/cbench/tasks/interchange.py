@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cbench.transformer_lens_adapter import mlp_out_hook, z_hook
+from cbench.artifacts.transformer_lens_adapter import mlp_out_hook, z_hook
 
 _HEAD = re.compile(r"^a(\d+)\.h(\d+)$")
 _MLP = re.compile(r"^m(\d+)$")

@@ -3,7 +3,7 @@ release step runs before a model is published.
 
 A released model's ``circuit.json`` is a claim: these nodes and these edges are what the model
 computes. :func:`verify_model` checks the claim with code that does not share the path that
-trained the model: node interchanges through TransformerLens hooks (:mod:`cbench.interchange`)
+trained the model: node interchanges through TransformerLens hooks (:mod:`cbench.tasks.interchange`)
 against the Tracr model shipped in the artifact's ``tracr/``, and edge ablations through the
 graph runtime.
 
@@ -59,8 +59,8 @@ import numpy as np
 import torch
 
 from cbench.errors import UsageError
-from cbench.labels import NO_CLASS, high_level_classes, none_class_of
-from cbench.task_data import TaskData
+from cbench.tasks.labels import NO_CLASS, high_level_classes, none_class_of
+from cbench.tasks.data import TaskData
 
 MIN_ACCURACY = 0.995
 MIN_IIA = 0.995
@@ -200,7 +200,7 @@ class _HighLevel:
         self.none_class = none_class
 
     def labels(self, out: torch.Tensor) -> torch.Tensor:
-        from cbench.transformer_lens_adapter import output_values
+        from cbench.artifacts.transformer_lens_adapter import output_values
 
         vals = output_values(out, self.task_type)[:, 1:]
         if self.task_type == "categorical":
@@ -212,8 +212,8 @@ class _HighLevel:
 def node_gates(model, hl: _HighLevel, correspondence: Mapping, circuit_nodes: set[str], data: TaskData,
                kind: str, pairs: str) -> list[Gate]:
     """Accuracy, IIA, SIIA and the largest out-of-circuit node effect, through hooks."""
-    from cbench.ablation import node_effects
-    from cbench.interchange import model_components, run_interchanged, source_activations
+    from cbench.scoring.ablation import node_effects
+    from cbench.tasks.interchange import model_components, run_interchanged, source_activations
 
     base, source, valid = data.base, data.source, data.valid
     hl_model = hl.model
@@ -287,7 +287,7 @@ def program_edge_changes(hl: "_HighLevel", correspondence: Mapping, edges: Seque
     """For each low-level edge, the largest share of the Tracr model's labelled outputs that
     resample-ablating one high-level edge it stands for (through the correspondence) changes, on
     the pairs of ``buckets``; 0 for an edge that stands for no high-level edge."""
-    from cbench.graph import edge_name, parse_edge_name
+    from cbench.graph.graph import edge_name, parse_edge_name
     from cbench.runtime import as_runtime, edge_names_to_mask
 
     ll2hl: dict[str, set[str]] = {}
@@ -331,7 +331,7 @@ def hand_written_edges_used(silent: set[str], truth: set[str]) -> dict[str, floa
     while another of the same step carries signal (a head whose attention reads only position,
     which base and source share, moving its content through v); 1.0 for each silent edge whose
     step has no signalling edge left (the model skipped that step), else 0.0."""
-    from cbench.graph import parse_edge_name
+    from cbench.graph.graph import parse_edge_name
 
     def step(e: str) -> tuple[str, str]:
         src, dst, _ = parse_edge_name(e)
@@ -485,13 +485,13 @@ def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dat
                     offline: bool | None = None) -> VerifyReport:
     """:func:`verify_model` on a model artifact: validation pairs from the counterfactuals dataset
     (when it can be loaded) and ``n_pairs`` fresh sampled pairs drawn with ``seed``."""
-    from cbench.task_data import load_task_data, sample_pairs
+    from cbench.tasks.data import load_task_data, sample_pairs
 
     meta = artifact.meta
     model = artifact.load_model()
     if (meta.get("high_level") or {}).get("kind") == "ioi":  # a hand-written high-level model (issue 16)
-        from cbench.ioi_data import verify_sets
-        from cbench.ioi_high_level import IOIHighLevel
+        from cbench.tasks.ioi_data import verify_sets
+        from cbench.tasks.ioi_high_level import IOIHighLevel
 
         return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, IOIHighLevel.from_meta(meta),
                             verify_sets(meta, n_pairs, offline=offline))

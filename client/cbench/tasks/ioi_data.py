@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import torch
 
 from cbench.errors import UsageError
-from cbench.task_data import TaskData
+from cbench.tasks.data import TaskData
 
 DATASET = "ioi"
 # the dataset's counterfactual columns that keep the task (the builders' list adds abc_counterfactual,
@@ -83,8 +83,8 @@ def load_ioi_pairs(meta: Mapping, split: str = "validation", n_examples: int | N
     ``dataset.revision`` when set; ``n_examples`` caps the number of pairs (rows are read in
     order, every counterfactual column of a row before the next row)."""
     from cbench.errors import CbenchError
-    from cbench.loading import open_dataset
-    from cbench.pull import pull
+    from cbench.hub.loading import open_dataset
+    from cbench.hub.pull import pull
 
     revision = (meta.get("dataset") or {}).get("revision")
     try:

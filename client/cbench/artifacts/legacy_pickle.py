@@ -419,7 +419,7 @@ def loads(data: bytes, source: str = "pickle") -> Any:
 
 
 def read_limited(path: str | os.PathLike, limit: int = MAX_PICKLE_BYTES) -> bytes:
-    from cbench.safe_io import read_regular_file
+    from cbench.files.safe_io import read_regular_file
 
     return read_regular_file(path, limit, what="a legacy pickle")
 
@@ -465,7 +465,7 @@ def loads_isolated(data: bytes, source: str = "pickle", timeout: float = CHILD_T
 
 
 def _client_root() -> str:
-    return str(Path(__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])  # the directory holding the cbench package
 
 
 def child_main(source: str) -> int:
@@ -490,4 +490,4 @@ def child_main(source: str) -> int:
 
 # -I (isolated) drops the user's site and PYTHONPATH; the client's directory is put back explicitly
 _CHILD = ("import sys; sys.path.insert(0, sys.argv[2]); "
-          "from cbench.legacy_pickle import child_main; sys.exit(child_main(sys.argv[1]))")
+          "from cbench.artifacts.legacy_pickle import child_main; sys.exit(child_main(sys.argv[1]))")

@@ -51,7 +51,7 @@ from typing import Sequence
 import torch
 
 from cbench.errors import GraphError
-from cbench.transformer_lens_adapter import HookedTransformer
+from cbench.artifacts.transformer_lens_adapter import HookedTransformer
 
 with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -16,7 +16,7 @@ talks to models through:
 * :func:`output_values`, the output convention: a numerical task's model has
   ``d_vocab_out == 1`` and outputs one value per position; a categorical task's model outputs
   logits over ``meta["output_classes"]`` (the config/meta consistency check is
-  :func:`cbench.artifacts.check_output_convention`, which needs no TransformerLens).
+  :func:`cbench.artifacts.model.check_output_convention`, which needs no TransformerLens).
 
 Written against TransformerLens 3.9 (the last line with ``HookedTransformer``), whose facts this
 module relies on (read from its source):
@@ -323,7 +323,7 @@ def build_model(
 def attach_tokenizer(model: HookedTransformer, tokenizer, bos: str, pad: str | None = None,
                      name: str | None = None) -> HookedTransformer:
     """Give ``model`` a cbench word-level tokenizer (a :class:`tokenizers.Tokenizer`, see
-    :mod:`cbench.tokenizer`), so ``to_tokens("x a b")`` prepends BOS, ``to_str_tokens`` and
+    :mod:`cbench.artifacts.tokenizer`), so ``to_tokens("x a b")`` prepends BOS, ``to_str_tokens`` and
     ``to_string`` map ids back, and padding uses the case's PAD token.
 
     TransformerLens 3.9 takes a ``transformers`` tokenizer: the ``tokenizers`` object is wrapped
@@ -466,7 +466,7 @@ def node_output_hook(node: str) -> tuple[str, int | None]:
     (token + positional embedding), ``a{L}.h{H}`` -> (``blocks.L.attn.hook_result``, H),
     ``m{L}`` -> ``blocks.L.hook_mlp_out``. ``logits`` writes nothing and raises GraphError.
     """
-    from cbench.graph import _HEAD_RE, _MLP_RE
+    from cbench.graph.graph import _HEAD_RE, _MLP_RE
 
     if node == "input":
         return resid_pre_hook(0), None
@@ -485,7 +485,7 @@ def node_input_hook(node: str, qkv: str | None = None, *, n_layers: int | None =
     ``a{L}.h{H}`` with ``qkv`` -> (``blocks.L.hook_{qkv}_input``, H); ``m{L}`` ->
     ``blocks.L.hook_mlp_in``; ``logits`` -> the final residual stream (needs ``n_layers``).
     """
-    from cbench.graph import _HEAD_RE, _MLP_RE
+    from cbench.graph.graph import _HEAD_RE, _MLP_RE
 
     m = _HEAD_RE.match(node)
     if m:

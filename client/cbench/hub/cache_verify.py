@@ -15,7 +15,7 @@ records, and any difference is a problem:
 So a flipped byte, a replaced file, or a ``meta.json`` edited to match tampered weights (its own
 blob id and recorded sha256 then differ) are found. :func:`check_cached` returns the problems;
 ``cbench pull`` repairs a damaged snapshot by downloading it again, other commands refuse it,
-and ``cbench cache verify`` checks everything cached (see :mod:`cbench.pull`).
+and ``cbench cache verify`` checks everything cached (see :mod:`cbench.hub.pull`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cbench.cache import Cache, Snapshot
-from cbench.hub import RepoRef
+from cbench.hub.cache import Cache, Snapshot
+from cbench.hub.repos import RepoRef
 
 _GIT_ID = re.compile(r"^[0-9a-f]{40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -206,7 +206,7 @@ def _manifest_problems(root: Path, digests: dict[str, FileDigest]) -> list[str]:
     if "meta.json" not in digests:
         return []
     try:
-        from cbench.validation import read_json
+        from cbench.schemas import read_json
 
         doc = read_json(meta)
     except Exception as exc:  # noqa: BLE001 - any unreadable meta.json is a problem, not a crash

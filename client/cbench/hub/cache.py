@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from cbench.hub import RepoRef, cbench_home, sort_versions
+from cbench.hub.repos import RepoRef, cbench_home, sort_versions
 
 INDEX_FORMAT = 1
 _REF_NAME = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
@@ -145,7 +145,7 @@ class Cache:
         """Remember what the hub said the tags are (so offline answers use the same revisions).
 
         A tag already recorded keeps its sha (a version tag that moves is refused by
-        :func:`cbench.pull.check_pins`), unless it is named in ``replace`` (accepted by the user)."""
+        :func:`cbench.hub.pull.check_pins`), unless it is named in ``replace`` (accepted by the user)."""
         if not tags:
             return
         known = self.entry(ref).get("tags", {})
@@ -166,7 +166,7 @@ class Cache:
             e = data["repos"].setdefault(snap.ref.key, {"tags": {}, "snapshots": {}})
             e["snapshots"][snap.sha] = {"files": snap.files, "size": snap.size, "tag": snap.tag,
                                         "verified_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            if isinstance(snap.extra.get("record"), dict):  # rel -> [size, sha256] (cbench.cache_verify)
+            if isinstance(snap.extra.get("record"), dict):  # rel -> [size, sha256] (cbench.hub.cache_verify)
                 e["snapshots"][snap.sha]["record"] = snap.extra["record"]
             if snap.tag:
                 e["tags"][snap.tag] = snap.sha
@@ -370,7 +370,7 @@ class Cache:
 
 
 def _alive(pid: int) -> bool:
-    from cbench.safe_io import pid_alive
+    from cbench.files.safe_io import pid_alive
 
     return pid_alive(pid)
 

@@ -1,7 +1,7 @@
 """Reading and writing the files a user names: only regular files, bounded, never clobbering.
 
 Writing (:func:`write_output`, used by every ``--out``/``--plot`` and by
-:func:`cbench.artifacts.write_json`):
+:func:`cbench.artifacts.serialization.write_json`):
 
 * the path must be new or a **regular file**: a directory, device (``/dev/null``), FIFO or socket
   is refused with one line (a :class:`~cbench.errors.UsageError`, exit 2) and left as it is;

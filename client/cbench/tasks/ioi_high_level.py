@@ -18,7 +18,7 @@ The model is written as a three-layer, one-head "transformer" so that cbench's i
 treats it like a compiled Tracr model: the nodes are ``a0.h0`` (duplicate), ``a1.h0``
 (S-inhibition) and ``a2.h0`` (name mover), each exposed at ``blocks.L.attn.hook_z`` as
 ``[B, P, 1, width]`` (width 1 for the two position/token variables, stored as floats, which are
-exact for these integers; ``d_vocab`` for the name mover). :func:`cbench.interchange.run_interchanged`
+exact for these integers; ``d_vocab`` for the name mover). :func:`cbench.tasks.interchange.run_interchanged`
 and ``run_with_cache`` work on it through those hooks (what ``cbench verify`` uses), and
 ``forward(tokens, source, mask)`` interchanges per example by masks without hooks (what SIIT
 training uses: the same protocol as ``cbench_builders.interchange.ComponentForward``). Its
@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 import torch
 
 from cbench.errors import ArtifactError
-from cbench.transformer_lens_adapter import HookedRootModule, HookPoint
+from cbench.artifacts.transformer_lens_adapter import HookedRootModule, HookPoint
 
 NODES = {"duplicate": "a0.h0", "s_inhibition": "a1.h0", "name_mover": "a2.h0"}
 EDGES = ("input->a0.h0", "input->a1.h0", "input->a2.h0", "a0.h0->a1.h0", "a1.h0->a2.h0", "a2.h0->logits")

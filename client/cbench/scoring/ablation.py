@@ -24,9 +24,9 @@ import numpy as np
 import torch
 
 from cbench.errors import UsageError
-from cbench.metrics import check_metric, default_metric, make_metric
+from cbench.tasks.metrics import check_metric, default_metric, make_metric
 from cbench.runtime import ABLATIONS, CircuitRuntime, as_runtime, edge_names_to_mask
-from cbench.task_data import TaskData
+from cbench.tasks.data import TaskData
 
 ATOL = 0.05
 

@@ -1,0 +1,83 @@
+"""Seeding a hub directory from the zoo: publish every zoo release the hub lacks (all of them, or
+lazily just the repositories a command needs), safely under concurrent seeding.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+from cbench.errors import HubError
+from cbench.hub.publish import PublishResult, publish
+from cbench.hub.repos import Hub, RepoRef, default_hub_dir, parse_version, sort_versions
+from cbench.hub.zoo import release_dates, release_key, zoo_releases
+
+
+def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = None,
+                  only: Iterable[RepoRef] | None = None) -> list[PublishResult]:
+    """Publish every zoo release the hub lacks, oldest version first per repository; with
+    ``only``, just the releases of those repositories (lazy seeding: a command seeds what it
+    needs, so the first ``cbench pull case-3`` on a fresh home publishes one repository, not the
+    whole zoo).
+
+    Each version is published with its recorded release date (:func:`release_dates`). Cheap when
+    there is nothing to do (a stamp file records a full seeding; a lazy one compares the
+    repository's tags). Safe when several processes seed at once (a file lock; the second finds
+    the work done). A zoo version lower than what the hub already has is skipped, not an error.
+    """
+    import json
+
+    hub = Hub(hub_dir if hub_dir is not None else default_hub_dir())
+    releases = zoo_releases(zoo)
+    if not releases:
+        return []
+    stamp = hub.root / ".seeded.json"
+    wanted = {ref.key: sorted(vs) for ref, vs in releases.items()}
+    try:
+        if json.loads(stamp.read_text()) == wanted:
+            return []
+    except (OSError, ValueError):
+        pass
+    if only is not None:
+        keys = {r.key for r in only}
+        releases = {ref: vs for ref, vs in releases.items() if ref.key in keys}
+        if all(set(vs) <= set(hub.refs(ref.repo_id, ref.repo_type)) for ref, vs in releases.items()):
+            return []
+    from filelock import FileLock
+
+    dates = release_dates(zoo)
+    hub.root.mkdir(parents=True, exist_ok=True)
+    done: list[PublishResult] = []
+    with FileLock(str(hub.root / ".seed.lock")):
+        for ref, versions in releases.items():
+            have = set(hub.refs(ref.repo_id, ref.repo_type))
+            newest = sort_versions(have)[-1] if have else None
+            for version in sort_versions(versions):
+                if version in have or (newest and parse_version(version) < parse_version(newest)):
+                    continue
+                done.append(publish(versions[version], ref.repo_id, ref.repo_type, version, hub=hub.root,
+                                    date=dates.get(release_key(ref, version))))
+                newest = version
+        if only is None:
+            tmp = stamp.with_suffix(".tmp")
+            tmp.write_text(json.dumps(wanted, sort_keys=True))
+            os.replace(tmp, stamp)
+    return done
+
+
+def seed_default_hub(hub_dir: Path, only=None) -> None:
+    """Seed the default hub from the zoo (``only``: just these repositories); a broken zoo
+    release becomes one clear error."""
+    from cbench.errors import PublishError
+
+    try:
+        Path(hub_dir).mkdir(parents=True, exist_ok=True)
+        ensure_seeded(hub_dir, only=only)
+    except OSError as exc:
+        raise HubError(f"cannot create the default hub {hub_dir}: {exc.strerror or exc}; set CBENCH_HOME "
+                       "or use --hub DIR") from None
+    except PublishError as exc:
+        raise HubError(f"seeding the default hub {hub_dir} from model_zoo/releases failed: {exc}") from None
+
+
