@@ -53,12 +53,15 @@ def _deprecated(old: str, new: str) -> None:
                   DeprecationWarning, stacklevel=3)
 
 
-class _MovedModuleFinder:
-    """A meta-path finder that answers an old module path with the module at its new path."""
+class MovedModuleFinder:
+    """A meta-path finder that answers an old module path with the module at its new path
+    (``moved``: old dotted path -> new dotted path), warning once per import."""
 
-    @staticmethod
-    def find_spec(fullname, path=None, target=None):
-        new = _MOVED_MODULES.get(fullname)
+    def __init__(self, moved: dict[str, str]):
+        self.moved = moved
+
+    def find_spec(self, fullname, path=None, target=None):
+        new = self.moved.get(fullname)
         if new is None:
             return None
         import importlib.util
@@ -101,5 +104,5 @@ def moved_attributes(package: str, names: dict[str, str], warn: bool = False):
 
 import sys as _sys  # noqa: E402
 
-if not any(isinstance(f, _MovedModuleFinder) for f in _sys.meta_path):
-    _sys.meta_path.append(_MovedModuleFinder())
+if not any(isinstance(f, MovedModuleFinder) and f.moved is _MOVED_MODULES for f in _sys.meta_path):
+    _sys.meta_path.append(MovedModuleFinder(_MOVED_MODULES))
