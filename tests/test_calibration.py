@@ -26,7 +26,8 @@ import pytest
 from cbench.artifacts.model import read_model_artifact
 from cbench.discovery import discover, to_edge_scores_document
 from cbench.discovery.random_scores import draw
-from cbench.scoring.bench import RANDOM_SEEDS, bench_hyperparameters, random_aurocs
+from cbench.scoring.bench_summary import RANDOM_SEEDS
+from cbench.scoring.bench import bench_hyperparameters, random_aurocs
 from cbench.scoring.edge_signal import no_signal_edges
 from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
 from cbench.scoring.task import case_from_artifact, pair_data

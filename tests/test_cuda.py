@@ -17,7 +17,7 @@ from circuit_models import random_model, random_tokens  # noqa: E402
 from cbench.discovery import METHODS, discover  # noqa: E402
 from cbench.errors import GraphError  # noqa: E402
 from cbench.runtime import CircuitRuntime  # noqa: E402
-from cbench.runtime.circuit_runtime import select_device  # noqa: E402
+from cbench.runtime.model_state import select_device  # noqa: E402
 from cbench.tasks.data import TaskData  # noqa: E402
 
 SHORT = {"sp": {"steps": 10}, "edge-sp": {"steps": 10}, "ugs": {"steps": 10}}

@@ -219,7 +219,7 @@ def hub_env(tmp_path, monkeypatch):
 def test_publish_then_load_through_the_hub_at_a_tag_and_offline(built, tracr_dir, tmp_path, hub_env):
     import cbench
     from cbench.errors import UnknownRevisionError
-    from cbench.hub.publish import publish
+    from cbench.hub.publishing import publish
 
     out, _ = built
     hub = hub_env

@@ -259,7 +259,7 @@ def test_average_is_the_mean_of_checkpoints_and_refuses_bad_ones(tmp_path):
 
 
 def test_bench_table_prints_mibs_published_row_beside_cbenchs():
-    from cbench.scoring.bench import PUBLISHED, _markdown, _method_stats
+    from cbench.scoring.bench_summary import PUBLISHED, _markdown, _method_stats
 
     methods = ["random", "eap", "acdc"]
     auroc = {"ioi": {"random": 0.5, "eap": 0.9, "acdc": 0.8}}

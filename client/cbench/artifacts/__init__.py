@@ -10,7 +10,7 @@ May import: ``cbench.schemas``, ``cbench.graph``, ``cbench.files``, ``cbench.err
 hub: an artifact is a directory on disk, wherever it came from.
 """
 
-from cbench import moved_attributes as _moved
+from cbench.about import moved_attributes as _moved
 
 # The artifacts' public surface (what ``cbench.artifacts`` was as one module), imported on first use.
 _SURFACE = {

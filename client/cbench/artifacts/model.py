@@ -386,7 +386,7 @@ def _prepare_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     out = json.loads(dumps_json(dict(meta)))  # a deep, JSON-only copy (refuses NaN, non-JSON types)
     out.setdefault("schema", "cbench/model-meta/v1")
     if "cbench_version" not in out:
-        from cbench import __version__
+        from cbench.about import __version__
 
         out["cbench_version"] = __version__
     out["files"] = {CONFIG_FILE: _PLACEHOLDER_SHA, WEIGHTS_FILE: _PLACEHOLDER_SHA}

@@ -105,17 +105,6 @@ def cli():
     """cbench: mechanistic-interpretability benchmark artifacts with known circuits."""
 
 
-def use_cpu_threads() -> None:
-    """Torch intra-op threads for commands that run models: ``CBENCH_THREADS``, default 1. The
-    benchmark's models are tiny and CPUs are often shared: one thread is much faster than threads
-    contending (node SP on case 3 took 28 s with one thread per core, 1 s with one)."""
-    import os
-
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
-
-
 def main(argv=None) -> int:
     """Entry point: run the CLI, turning every cbench error into one line and an exit code."""
     args = sys.argv[1:] if argv is None else list(argv)

@@ -67,7 +67,7 @@ def _card_summary(readme: str | None) -> str | None:
                    "derived from the version, so republishing gives the same sha)")
 def publish(directory, repo_id, repo_type, version, hub, token, date):
     """Validate DIRECTORY and publish it as VERSION of a hub repository (commit + annotated tag)."""
-    from cbench.hub.publish import publish as do_publish
+    from cbench.hub.publishing import publish as do_publish
 
     result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token, date=date)
     click.echo(result.describe())

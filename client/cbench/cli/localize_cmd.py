@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cbench.cli import use_cpu_threads
+from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.output import Output, json_option, out_option
 
 

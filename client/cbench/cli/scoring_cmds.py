@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from cbench.cli import use_cpu_threads
+from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
 from cbench.cli.options import check_out, n_examples_option, split_option
 from cbench.cli.output import Output, json_option, out_option
@@ -51,7 +51,7 @@ def _model_ref(artifact) -> dict:
 def _circuit_edges(path: str, artifact) -> list[str]:
     """Edges of a circuit file: a circuit document, an edge-scores document (its in_graph
     edges), a JSON list of edge names, or the word ``truth`` for the case's own circuit."""
-    from cbench import schemas as validation
+    import cbench.schemas as validation
     from cbench.scoring.ground_truth import circuit_edge_names
 
     graph = artifact.graph
@@ -233,7 +233,7 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
     use_cpu_threads()
-    from cbench import schemas as validation
+    import cbench.schemas as validation
     from cbench.scoring.report import file_input, fmt, results_document
 
     t0 = time.perf_counter()

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from cbench.cli import use_cpu_threads
+from cbench.runtime.threads import use_cpu_threads
 
 
 @click.command("verify")

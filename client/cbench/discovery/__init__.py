@@ -20,61 +20,18 @@ Scores: the loss increase when the edge is ablated (positive = helpful); SP meth
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
 from typing import Any, Mapping
 
-from cbench.errors import UsageError, did_you_mean
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    name: str
-    module: str
-    function: str
-    doc: str
-    params_attr: str = "PARAMS"  # the module attribute holding the hyperparameter specs
-    construction: str = "top-n"  # how circuits are built from the scores (cbench.graph.circuits)
-    bench: bool = True  # run by `cbench bench` when no method list is given
-
-    def load(self):
-        mod = importlib.import_module(f"cbench.discovery.{self.module}")
-        return mod, getattr(mod, self.function)
-
-    @property
-    def params(self):
-        return getattr(self.load()[0], self.params_attr)
-
-
-METHODS: dict[str, MethodSpec] = {
-    "acdc": MethodSpec("acdc", "acdc", "run", "ACDC: reverse topological pruning with a threshold"),
-    "eap": MethodSpec("eap", "eap", "run", "edge attribution patching"),
-    "eap-ig-inputs": MethodSpec("eap-ig-inputs", "eap_ig", "run_inputs", "EAP with integrated gradients on the input embeddings"),
-    "eap-ig-activations": MethodSpec("eap-ig-activations", "eap_ig", "run_activations", "EAP with integrated gradients per layer"),
-    "sp": MethodSpec("sp", "subnetwork_probing", "run_nodes", "node subnetwork probing (hard-concrete node masks)"),
-    "edge-sp": MethodSpec("edge-sp", "subnetwork_probing", "run_edges", "edgewise subnetwork probing"),
-    "activation-patching": MethodSpec("activation-patching", "activation_patching", "run",
-                                      "exact patching of every edge (the bench's oracle row)"),
-    "random": MethodSpec("random", "random_scores", "run", "uniform random scores in [-1, 1]"),
-    "nap": MethodSpec("nap", "nap", "run", "node attribution patching (neurons or nodes)"),
-    "nap-ig": MethodSpec("nap-ig", "nap", "run_ig", "node attribution patching with integrated gradients",
-                         params_attr="PARAMS_IG"),
-    "ifr": MethodSpec("ifr", "ifr", "run", "information flow routes (normalized proximity per destination)",
-                      construction="greedy"),
-    "ugs": MethodSpec("ugs", "ugs", "run", "uniform gradient sampling (per-edge mask probabilities)"),
-}
-
-
-def bench_methods() -> tuple[str, ...]:
-    """The methods ``cbench bench`` runs by default: every registered method marked ``bench``."""
-    return tuple(name for name, spec in METHODS.items() if spec.bench)
+from cbench.discovery.registry import METHODS, MethodSpec, bench_methods, method_spec  # noqa: F401
 
 
 
-def method_spec(name: str) -> MethodSpec:
-    if name not in METHODS:
-        raise UsageError(f"unknown method {name!r}{did_you_mean(str(name), METHODS)}; methods: {', '.join(METHODS)}")
-    return METHODS[name]
+
+
+
+
+
+
 
 
 def validate_hyperparameters(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -105,7 +62,7 @@ def to_edge_scores_document(result, case: str, model: Mapping[str, Any] | None =
     """
     import datetime
 
-    import cbench
+    import cbench.about as cbench
 
     g = result.graph
     model = dict(model or {"repo": None, "revision": None, "kind": "tracr"})

@@ -230,7 +230,7 @@ def clean_point_gradients(ctx: Context, start: int, stop: int, ablated: torch.Te
 
 def ablates(method: str) -> bool:
     """Whether ``method`` takes an ablation (its hyperparameters have ``ablation``)."""
-    from cbench.discovery import METHODS
+    from cbench.discovery.registry import METHODS
 
     spec = METHODS.get(method)
     return spec is None or "ablation" in spec.params

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-import cbench
+import cbench.about as cbench
 from cbench.errors import SchemaError, UsageError
 from cbench.find import functions as F
 from cbench.find.sandbox import Limits, guarantees, run_submissions

@@ -6,7 +6,7 @@ Hugging Face-compatible HTTP API over them (``api``) and the loopback server tha
 (``cache_verify``), and resolving + downloading a repository at a revision (``pull``).
 
 Also: where a pull talks to (``remote``), publishing a release directory after validating it
-(``publish``), the zoo of this source tree (``zoo``) and seeding a hub from it (``seeding``), and
+(``publishing``), the zoo of this source tree (``zoo``) and seeding a hub from it (``seeding``), and
 loading a case's model or dataset through all of it (``loading``: ``cbench.load``).
 
 May import: ``cbench.artifacts``, ``cbench.schemas``, ``cbench.graph``, ``cbench.files``,
@@ -14,14 +14,14 @@ May import: ``cbench.artifacts``, ``cbench.schemas``, ``cbench.graph``, ``cbench
 releases: publishing and seeding check each one as an artifact first.
 """
 
-from cbench import moved_attributes as _moved
+from cbench.about import moved_attributes as _moved
 
 # The hub's public surface (what ``cbench.hub`` was as one module), imported on first use.
 _SURFACE = {
     "cbench.hub.repos": ("REPO_TYPES", "SHA_RE", "AUTHOR_NAME", "AUTHOR_EMAIL", "parse_version", "is_version",
                          "sort_versions", "version_timestamp", "release_timestamp", "check_repo_id", "check_repo_type",
                          "git", "_git_env", "RepoRef", "Hub", "cbench_home", "default_hub_dir", "remove_tree"),
-    "cbench.hub.publish": ("release_problems", "PublishResult", "publish"),
+    "cbench.hub.publishing": ("release_problems", "PublishResult", "publish"),
     "cbench.hub.zoo": ("RELEASE_DATES_FILE", "release_dates", "release_key", "zoo_dir", "zoo_releases"),
     "cbench.hub.seeding": ("ensure_seeded",),
 }

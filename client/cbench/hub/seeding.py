@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from cbench.errors import HubError
-from cbench.hub.publish import PublishResult, publish
+from cbench.hub.publishing import PublishResult, publish
 from cbench.hub.repos import Hub, RepoRef, default_hub_dir, parse_version, sort_versions
 from cbench.hub.zoo import release_dates, release_key, zoo_releases
 

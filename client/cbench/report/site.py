@@ -206,7 +206,7 @@ def fmt_p(x) -> str:
 def build_report(results_dir: str | Path, out_dir: str | Path, against: str | None = None,
                  echo: Callable[[str], None] = print) -> Path:
     """Write the site into ``out_dir``; the path of its index.html."""
-    from cbench.scoring.bench import _plots
+    from cbench.scoring.bench_summary import _plots
     from cbench.scoring.report import write_bytes_atomic
 
     results_dir, out = Path(results_dir), Path(out_dir)

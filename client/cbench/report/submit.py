@@ -29,7 +29,7 @@ class Submission:
 def from_mib(doc: dict, case: str, name: str, config: dict, model_kind: str) -> dict:
     """A cbench edge-scores document from MIB's graph JSON (nodes as ``{name: bool}`` or
     ``{name: {"in_graph": bool}}``)."""
-    from cbench import __version__
+    from cbench.about import __version__
 
     nodes = {}
     for n, v in (doc.get("nodes") or {}).items():

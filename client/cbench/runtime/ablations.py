@@ -12,12 +12,12 @@ from cbench.runtime.clean_pass import node_outputs
 from cbench.runtime.masks import tokens_tensor
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 ABLATIONS = ("resample", "mean", "zero", "optimal")
 
 
-def ablated_outputs(rt: CircuitRuntime, base, source=None, ablation: str = "resample", reference=None,
+def ablated_outputs(rt: ModelState, base, source=None, ablation: str = "resample", reference=None,
                     positional: bool = True) -> torch.Tensor:
     """The ablated value of every node's output, broadcastable to ``[F, B, P, D]``.
 

@@ -16,11 +16,11 @@ from cbench.runtime.run_result import RunResult
 from cbench.runtime.weights import qkv_weights
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
 @torch.no_grad()
-def clean(rt: CircuitRuntime, tokens) -> torch.Tensor:
+def clean(rt: ModelState, tokens) -> torch.Tensor:
     """The unpatched model's outputs ``[B, P, d_vocab_out]`` (same numbers as the model), in
     passes of as many rows as :func:`cbench.runtime.memory.exact_rows_per_pass` allows (each row
     is its own computation, so the chunks change no number)."""
@@ -32,13 +32,13 @@ def clean(rt: CircuitRuntime, tokens) -> torch.Tensor:
 
 
 @torch.no_grad()
-def node_outputs(rt: CircuitRuntime, tokens) -> torch.Tensor:
+def node_outputs(rt: ModelState, tokens) -> torch.Tensor:
     """Every forward node's output on an unpatched run: ``[n_forward, B, P, D]``."""
     return plain_pass(rt, tokens_tensor(rt, tokens)).acts
 
 
 @torch.no_grad()
-def paired_outputs(rt: CircuitRuntime, base, source) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def paired_outputs(rt: ModelState, base, source) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One unpatched pass over ``base`` and ``source`` rows together: ``(outputs on base
     [B, P, V], node outputs on base [F, B, P, D], node outputs on source [F, B, P, D])``.
     Both in the same (not bit-exact, see :func:`clean`) arithmetic."""
@@ -51,7 +51,7 @@ def paired_outputs(rt: CircuitRuntime, base, source) -> tuple[torch.Tensor, torc
 
 
 @torch.no_grad()
-def plain_pass(rt: CircuitRuntime, tokens: torch.Tensor) -> RunResult:
+def plain_pass(rt: ModelState, tokens: torch.Tensor) -> RunResult:
     """The unpatched pass with every node's output (not bit-exact): the residual stream, with
     each layer's q/k/v projections fused in one matrix product (per-head inputs are all the
     residual stream here, so they are not materialised). The node outputs are written into one
@@ -93,7 +93,7 @@ TIE_RTOL = 1e-4
 
 
 @torch.no_grad()
-def clean_for_reference(rt: CircuitRuntime, tokens: torch.Tensor, outputs: torch.Tensor,
+def clean_for_reference(rt: ModelState, tokens: torch.Tensor, outputs: torch.Tensor,
                         valid: torch.Tensor | None = None) -> torch.Tensor:
     """``outputs`` (of a fused pass over ``tokens``) with the rows that hold a near-tie between
     their two largest logits at a valid position replaced by the model's exact outputs

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from cbench.errors import GraphError
-from cbench.graph.graph import Graph
 from cbench.runtime.layers import future_mask, mlp, unembed
 from cbench.runtime.weights import slot_bias_stack
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def destination_inputs(rt: CircuitRuntime, acts: torch.Tensor) -> torch.Tensor:
+def destination_inputs(rt: ModelState, acts: torch.Tensor) -> torch.Tensor:
     """The input of every destination ``[n_backward, B, P, D]`` when every edge is kept, from
     node outputs ``acts [n_forward, B, P, D]``: the sum of its sources plus its constant bias."""
     bias = slot_bias_stack(rt)
@@ -35,7 +33,7 @@ def destination_inputs(rt: CircuitRuntime, acts: torch.Tensor) -> torch.Tensor:
     return out.add_(bias)
 
 
-def node_output(rt: CircuitRuntime, node: str, x) -> torch.Tensor:
+def node_output(rt: ModelState, node: str, x) -> torch.Tensor:
     """The output of one node from its own (already summed) inputs, for incremental passes:
     a head takes ``x = (q_in, k_in, v_in)``, each ``[..., P, D]`` with leading dimensions that
     broadcast against each other (an input shared by every row is projected once), and gives
@@ -73,15 +71,3 @@ def node_output(rt: CircuitRuntime, node: str, x) -> torch.Tensor:
     if n.kind == "logits":
         return unembed(rt, x)
     raise GraphError(f"node {node!r} has no inputs")
-
-
-def source_prefix_ends(graph: Graph, device) -> torch.Tensor | None:
-    """Per destination, the index of its last source when every destination ``k`` reads sources
-    0..n_k-1 (a prefix of the forward order, as in the models here), else None."""
-    blocks = graph.source_blocks
-    if not blocks or any(n == 0 for n, _first, _stop in blocks):
-        return None
-    ends = np.empty(graph.n_backward, dtype=np.int64)
-    for n, first, stop in blocks:
-        ends[first:stop] = n - 1
-    return torch.as_tensor(ends, device=device)

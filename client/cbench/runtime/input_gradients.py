@@ -17,10 +17,10 @@ from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_
 from cbench.runtime.weights import qkv_weights
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def input_gradients(rt: CircuitRuntime, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
+def input_gradients(rt: ModelState, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
                     edge_mask=None, node_mask=None, ablation: str = "resample", reference=None,
                     positional: bool = True, ablated: torch.Tensor | None = None,
                     input_interpolation=None, sum_steps: tuple[int, int] | None = None,
@@ -69,7 +69,7 @@ def input_gradients(rt: CircuitRuntime, base, metric_fn: Callable[[torch.Tensor]
     return grad, float(value.detach())
 
 
-def fast_input_gradients(rt: CircuitRuntime, tokens, nm, ablated, metric_fn, sum_steps=None,
+def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_steps=None,
                          first_block_acts=False, shared_first: bool = False):
     """Forward with the q/k/v projections fused in one matrix product per layer, then one
     backward for the gradients at the projections, MLP inputs and final residual (taken on
@@ -223,7 +223,7 @@ def fast_input_gradients(rt: CircuitRuntime, tokens, nm, ablated, metric_fn, sum
     return grads, float(value.detach())
 
 
-def first_position_shared(rt: CircuitRuntime, tokens, emb, nm, ablated) -> bool:
+def first_position_shared(rt: ModelState, tokens, emb, nm, ablated) -> bool:
     """Whether position 0 is the same computation in every row (see ``fast_input_gradients``)."""
     if not rt.causal or tokens.shape[1] < 2 or not bool((tokens[:, 0] == tokens[0, 0]).all()):
         return False
@@ -235,7 +235,7 @@ def first_position_shared(rt: CircuitRuntime, tokens, emb, nm, ablated) -> bool:
 
 
 @torch.no_grad()
-def first_position(rt: CircuitRuntime, resid: torch.Tensor) -> dict:
+def first_position(rt: ModelState, resid: torch.Tensor) -> dict:
     """Position 0 alone (``resid`` its input ``[1, 1, D]``), as ``fast_input_gradients`` computes it:
     per layer its key and value ``[1, H, 1, dh]``, every node's output there ``[k, 1, 1, D]``
     (input, heads, MLP, in forward order) and the model output ``[1, 1, V]``."""
@@ -257,7 +257,7 @@ def first_position(rt: CircuitRuntime, resid: torch.Tensor) -> dict:
     return {"kv": kv, "acts": acts, "out": unembed(rt, resid)}
 
 
-def scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+def scores_from_input_gradients(rt: ModelState, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     """Edge scores ``[n_edges]``: ``sum_{b,p} diff[src] . grads[dst]`` for every edge, where
     ``diff`` is ``[F, B, P, D]`` (e.g. clean minus ablated node outputs) and ``grads`` is
     ``[K, B, P, D]`` (from :func:`input_gradients`)."""
@@ -274,7 +274,7 @@ def scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: t
     return rt.graph.from_matrix(mat)
 
 
-def node_gradients(rt: CircuitRuntime, grads: torch.Tensor) -> torch.Tensor:
+def node_gradients(rt: ModelState, grads: torch.Tensor) -> torch.Tensor:
     """d metric / d output of every forward node ``[n_forward, B, P, D]`` from the gradients at
     every destination input ``grads [n_backward, B, P, D]`` (:func:`input_gradients`): a node's
     output enters each destination it has an edge to with coefficient 1, so its gradient is the
@@ -283,7 +283,7 @@ def node_gradients(rt: CircuitRuntime, grads: torch.Tensor) -> torch.Tensor:
     return (rt._real @ grads.reshape(K, -1)).reshape(rt.n_forward, *grads.shape[1:])
 
 
-def neuron_scores_from_input_gradients(rt: CircuitRuntime, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+def neuron_scores_from_input_gradients(rt: ModelState, diff: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     """Per-neuron attribution ``[n_forward, D]``: ``sum_{b,p} diff[f, b, p, d] * g[f, b, p, d]``
     where ``g`` is each node's output gradient (:func:`node_gradients`) and ``diff``
     ``[F, B|1, P|1, D]`` e.g. clean minus ablated outputs. Summed over ``d``: the node's score."""

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 SUPPORTED = ("Identity", "LayerNorm", "LayerNormPre", "RMSNorm", "RMSNormPre")
 
 
-def ln_kind(rt: CircuitRuntime) -> str | None:
+def ln_kind(rt: ModelState) -> str | None:
     """The one norm class every ln1, ln2 and ln_final of the model is, if supported, else None."""
     names = {type(blk.ln1).__name__ for blk in rt.model.blocks}
     names |= {type(getattr(rt.model, "ln_final", torch.nn.Identity())).__name__}

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def embed(rt: CircuitRuntime, tokens: torch.Tensor) -> torch.Tensor:
+def embed(rt: ModelState, tokens: torch.Tensor) -> torch.Tensor:
     """The ``input`` node's output: token embedding + positional embedding ``[B, P, D]``."""
     m = rt.model
     return m.embed(tokens) + m.pos_embed(tokens)
 
 
-def attention(rt: CircuitRuntime, layer: int, x: torch.Tensor, tl_order: bool = False,
+def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = False,
               heads: torch.Tensor | None = None) -> torch.Tensor:
     """Heads of ``layer`` on per-head inputs ``x[B, P, 3H, D]`` (q inputs, k inputs, v inputs,
     already summed, before ln1), or on one input ``x[B, P, D]`` that every head reads; returns per-head results ``[H, B, P, D]`` without b_O
@@ -56,13 +56,13 @@ def attention(rt: CircuitRuntime, layer: int, x: torch.Tensor, tl_order: bool = 
     return torch.einsum("bhpe,hed->hbpd", z, W_O)
 
 
-def mlp(rt: CircuitRuntime, layer: int, x: torch.Tensor) -> torch.Tensor:
+def mlp(rt: ModelState, layer: int, x: torch.Tensor) -> torch.Tensor:
     """MLP ``layer``'s output (``hook_mlp_out``, with b_out) from its input before ln2."""
     blk = rt.model.blocks[layer]
     return blk.mlp(blk.ln2(x))
 
 
-def add_mlp(rt: CircuitRuntime, layer: int, resid: torch.Tensor, attn_out: torch.Tensor,
+def add_mlp(rt: ModelState, layer: int, resid: torch.Tensor, attn_out: torch.Tensor,
             outputs: list) -> torch.Tensor:
     """The residual after layer ``layer`` from its input ``resid`` and attention output: with an
     MLP, its output is added (and appended to ``outputs`` as ``[1, ...]``)."""
@@ -73,7 +73,7 @@ def add_mlp(rt: CircuitRuntime, layer: int, resid: torch.Tensor, attn_out: torch
     return resid + attn_out + mlp_out
 
 
-def unembed(rt: CircuitRuntime, x: torch.Tensor) -> torch.Tensor:
+def unembed(rt: ModelState, x: torch.Tensor) -> torch.Tensor:
     """The model outputs from the final residual (``ln_final``, then the unembedding)."""
     m = rt.model
     ln = getattr(m, "ln_final", None)
@@ -82,7 +82,7 @@ def unembed(rt: CircuitRuntime, x: torch.Tensor) -> torch.Tensor:
     return m.unembed(x)
 
 
-def unembed_fn(rt: CircuitRuntime) -> Callable[[torch.Tensor], torch.Tensor]:
+def unembed_fn(rt: ModelState) -> Callable[[torch.Tensor], torch.Tensor]:
     """``logits``' output from the final residual, as :func:`unembed` computes it, with the
     module calls resolved once (for callers that run it many times; with live weights
     :func:`unembed` itself)."""
@@ -96,7 +96,7 @@ def unembed_fn(rt: CircuitRuntime) -> Callable[[torch.Tensor], torch.Tensor]:
     return partial(unembed, rt)
 
 
-def future_mask(rt: CircuitRuntime, P: int, device) -> torch.Tensor:
+def future_mask(rt: ModelState, P: int, device) -> torch.Tensor:
     """``[P, P]`` bool, True above the diagonal (the positions a causal head cannot see)."""
     cache = rt._future_cache
     key = (P, str(device))

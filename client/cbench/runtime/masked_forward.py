@@ -17,10 +17,10 @@ from cbench.runtime.run_result import RunResult
 from cbench.runtime.weights import current_biases
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def run(rt: CircuitRuntime, base, source=None, edge_mask=None, node_mask=None, ablation: str = "resample",
+def run(rt: ModelState, base, source=None, edge_mask=None, node_mask=None, ablation: str = "resample",
         reference=None, positional: bool = True, ablated: torch.Tensor | None = None,
         input_probe: bool = False, keep_acts: bool = False,
         input_interpolation: float | torch.Tensor | None = None) -> RunResult:
@@ -57,7 +57,7 @@ def run(rt: CircuitRuntime, base, source=None, edge_mask=None, node_mask=None, a
     return masked_pass(rt, tokens, M, ablated, input_probe=input_probe, keep_acts=keep_acts)
 
 
-def run_masks(rt: CircuitRuntime, base, edge_masks, source=None, ablation: str = "resample", reference=None,
+def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "resample", reference=None,
               positional: bool = True, ablated: torch.Tensor | None = None, node_masks=None,
               chunk_size: int | None = None, start_slot: int | None = None,
               prefix: torch.Tensor | None = None) -> torch.Tensor:
@@ -95,7 +95,7 @@ def run_masks(rt: CircuitRuntime, base, edge_masks, source=None, ablation: str =
     return torch.cat(outs, 0)
 
 
-def edge_mask_gradient(rt: CircuitRuntime, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
+def edge_mask_gradient(rt: ModelState, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,
                        edge_mask=None, node_mask=None, ablation: str = "resample", reference=None,
                        positional: bool = True, ablated: torch.Tensor | None = None):
     """``(d metric / d edge_mask [n_edges], metric value)`` at ``edge_mask`` (default all ones).
@@ -113,7 +113,7 @@ def edge_mask_gradient(rt: CircuitRuntime, base, metric_fn: Callable[[torch.Tens
     return grad, float(value.detach())
 
 
-def masked_pass(rt: CircuitRuntime, tokens, M, ablated, input_probe=False, keep_acts=False,
+def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts=False,
                 start_slot: int | None = None, prefix: torch.Tensor | None = None) -> RunResult:
     """The masked pass. ``M``: [F, K] or [C, F, K] (row c for examples c*B/C ... ).
     ``ablated``: [F, B|B/C|1, P|1, D]. With ``start_slot``/``prefix`` ([n_prefix, B/C, P, D],
@@ -271,7 +271,7 @@ def masked_pass(rt: CircuitRuntime, tokens, M, ablated, input_probe=False, keep_
     return RunResult(out, acts, probe)
 
 
-def start_of_slot(rt: CircuitRuntime, slot: int) -> tuple[int, str, int]:
+def start_of_slot(rt: ModelState, slot: int) -> tuple[int, str, int]:
     """(layer, part, n_prefix) where a pass that only changes inputs of backward ``slot`` and
     later must start: part is ``attn``, ``mlp`` or ``logits``; n_prefix nodes come before."""
     node, _qkv = rt.graph.backward_slots[slot]

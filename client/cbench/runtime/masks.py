@@ -13,10 +13,10 @@ from cbench.errors import GraphError, UsageError
 from cbench.graph.graph import Graph
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def tokens_tensor(rt: CircuitRuntime, tokens) -> torch.Tensor:
+def tokens_tensor(rt: ModelState, tokens) -> torch.Tensor:
     """Token ids as a long tensor ``[batch, pos]`` (one row from ``[pos]``), checked against the model."""
     t = torch.as_tensor(tokens, device=rt.device)
     if t.dim() == 1:
@@ -36,7 +36,7 @@ def _is_names(mask) -> bool:
                                                        and isinstance(next(iter(mask)), str)))
 
 
-def edge_mask_tensor(rt: CircuitRuntime, mask, batch: int | None = None) -> torch.Tensor | None:
+def edge_mask_tensor(rt: ModelState, mask, batch: int | None = None) -> torch.Tensor | None:
     """A float tensor ``[n_edges]`` or ``[batch, n_edges]`` from any accepted edge-mask form."""
     if mask is None:
         return None
@@ -53,7 +53,7 @@ def edge_mask_tensor(rt: CircuitRuntime, mask, batch: int | None = None) -> torc
     return t
 
 
-def node_mask_tensor(rt: CircuitRuntime, mask, batch: int | None = None) -> torch.Tensor | None:
+def node_mask_tensor(rt: ModelState, mask, batch: int | None = None) -> torch.Tensor | None:
     """A float tensor ``[n_forward]`` or ``[batch, n_forward]`` over ``graph.forward_nodes``."""
     if mask is None:
         return None
@@ -83,7 +83,7 @@ def _check_rows(t: torch.Tensor, batch: int | None, kind: str) -> None:
                          f"of {batch} (one per group of inputs), got {rows}")
 
 
-def mask_matrix(rt: CircuitRuntime, edge_mask: torch.Tensor | None, node_mask: torch.Tensor | None):
+def mask_matrix(rt: ModelState, edge_mask: torch.Tensor | None, node_mask: torch.Tensor | None):
     """Effective (F x K) mask matrix (or [B, F, K]); None when everything is kept."""
     if edge_mask is None and node_mask is None:
         return None
@@ -101,7 +101,7 @@ def mask_matrix(rt: CircuitRuntime, edge_mask: torch.Tensor | None, node_mask: t
     return M
 
 
-def interpolate_input(rt: CircuitRuntime, nm: torch.Tensor | None, input_interpolation) -> torch.Tensor:
+def interpolate_input(rt: ModelState, nm: torch.Tensor | None, input_interpolation) -> torch.Tensor:
     """The node mask ``nm`` (None = all ones) with the ``input`` node's entry scaled by
     ``input_interpolation`` (alpha, scalar or ``[B]``): ``input`` then reads
     ``ablated + alpha * (clean - ablated)`` (EAP-IG-inputs); one row per alpha."""

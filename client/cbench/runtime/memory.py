@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from cbench.errors import UsageError
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 DEFAULT_MB = 1024.0
 
@@ -40,7 +40,7 @@ def budget_bytes() -> float:
     return mb * 2**20
 
 
-def _dims(rt: CircuitRuntime) -> tuple[int, int, int, int, int, int]:
+def _dims(rt: ModelState) -> tuple[int, int, int, int, int, int]:
     """(d_model, n_heads, d_head, d_mlp or 0, output vocabulary, bytes per float) of the model."""
     cfg = rt.cfg
     D, H = rt.d_model, rt.n_heads
@@ -51,7 +51,7 @@ def _dims(rt: CircuitRuntime) -> tuple[int, int, int, int, int, int]:
     return D, H, dh, d_mlp, V, itemsize
 
 
-def output_width(rt: CircuitRuntime) -> int:
+def output_width(rt: ModelState) -> int:
     """The width of the model's outputs per position (``d_vocab_out``)."""
     return _dims(rt)[4]
 
@@ -61,7 +61,7 @@ def _rows(row_bytes_: int, budget: float | None) -> int:
     return max(1, int(budget // max(row_bytes_, 1)))
 
 
-def row_bytes(rt: CircuitRuntime, positions: int) -> int:
+def row_bytes(rt: ModelState, positions: int) -> int:
     """An upper estimate of the bytes one row of ``positions`` tokens costs in a forward and
     backward pass that returns the gradient at every destination input: the gradients
     ``[n_backward, P, D]``, the node outputs and their differences ``2 x [n_forward, P, D]``,
@@ -74,12 +74,12 @@ def row_bytes(rt: CircuitRuntime, positions: int) -> int:
     return int(floats * positions * itemsize)
 
 
-def rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+def rows_per_pass(rt: ModelState, positions: int, budget: float | None = None) -> int:
     """The most rows of ``positions`` tokens one pass may take within the budget (at least 1)."""
     return _rows(row_bytes(rt, positions), budget)
 
 
-def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
+def masked_row_bytes(rt: ModelState, positions: int) -> int:
     """An upper estimate of the bytes one row of ``positions`` tokens costs in the edge-masked
     forward without gradients (activation patching, ACDC-style evaluation): every node's output
     kept for the destinations after it (``n_forward x P x D``), and one layer's temporaries at a
@@ -91,12 +91,12 @@ def masked_row_bytes(rt: CircuitRuntime, positions: int) -> int:
     return int(floats * positions * itemsize)
 
 
-def masked_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+def masked_rows_per_pass(rt: ModelState, positions: int, budget: float | None = None) -> int:
     """The most rows of the edge-masked forward one pass may take within the budget (at least 1)."""
     return _rows(masked_row_bytes(rt, positions), budget)
 
 
-def masked_grad_row_bytes(rt: CircuitRuntime, positions: int) -> int:
+def masked_grad_row_bytes(rt: ModelState, positions: int) -> int:
     """An upper estimate of the bytes one row of ``positions`` tokens costs in an edge-masked
     forward and backward pass with a gradient to the mask (subnetwork probing, UGS): what
     autograd keeps per layer for every head's own q/k/v input (the mixed input, its layer norm's
@@ -110,7 +110,7 @@ def masked_grad_row_bytes(rt: CircuitRuntime, positions: int) -> int:
     return int(floats * positions * itemsize)
 
 
-def masked_grad_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+def masked_grad_rows_per_pass(rt: ModelState, positions: int, budget: float | None = None) -> int:
     """The most rows of the masked forward and backward one pass may take within the budget."""
     return _rows(masked_grad_row_bytes(rt, positions), budget)
 
@@ -121,7 +121,7 @@ def row_parts(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, min(n, s + size)) for s in range(0, n, size)]
 
 
-def exact_rows_per_pass(rt: CircuitRuntime, positions: int, budget: float | None = None) -> int:
+def exact_rows_per_pass(rt: ModelState, positions: int, budget: float | None = None) -> int:
     """Rows per pass of the exact (TransformerLens-order) forward within the budget: its largest
     temporaries per row are the heads' products before the sum over d_head (``P x H x d_head x
     D``, TransformerLens's ``hook_result`` arithmetic) and the per-head q/k/v inputs (``P x 3H x

@@ -40,7 +40,7 @@ from cbench.runtime.masks import tokens_tensor
 from cbench.runtime.residual_pass import forward_resid
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 FORMAT = 1
 
@@ -60,7 +60,7 @@ class OptimalAblationSettings:
                 f"patience={self.patience};seed={self.seed};held_out={self.held_out!r}")
 
 
-def model_sha256(rt: CircuitRuntime) -> str:
+def model_sha256(rt: ModelState) -> str:
     """sha256 over the model's parameters and buffers (names, shapes, dtypes and bytes)."""
     if getattr(rt, "_model_sha256", None) is None:
         h = hashlib.sha256()
@@ -81,14 +81,14 @@ def _data_key(tokens: torch.Tensor, metric, settings: OptimalAblationSettings) -
     return h.hexdigest()[:32]
 
 
-def cache_path(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings) -> Path:
+def cache_path(rt: ModelState, tokens, metric, settings: OptimalAblationSettings) -> Path:
     from cbench.hub.cache import default_cache_dir, records_dir
 
     return (records_dir(default_cache_dir()) / "optimal-ablation" / model_sha256(rt)
             / f"{_data_key(tokens_tensor(rt, tokens), metric, settings)}.safetensors")
 
 
-def node_losses(rt: CircuitRuntime, tokens: torch.Tensor, vectors: torch.Tensor,
+def node_losses(rt: ModelState, tokens: torch.Tensor, vectors: torch.Tensor,
                 metric: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
     """``[F]``: the loss with node f alone replaced by ``vectors[f]`` (one pass, F row blocks).
     ``metric`` maps outputs ``[F, n, P, V]`` to ``[F]`` (a :class:`cbench.tasks.metrics.Metric`)."""
@@ -99,7 +99,7 @@ def node_losses(rt: CircuitRuntime, tokens: torch.Tensor, vectors: torch.Tensor,
     return metric(out.reshape(F, n, *out.shape[1:]))
 
 
-def learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings | None = None,
+def learn(rt: ModelState, tokens, metric, settings: OptimalAblationSettings | None = None,
           progress: bool = False) -> tuple[torch.Tensor, dict]:
     """``(vectors [F, D], info)``: trained as the module docstring says. ``metric`` is a
     :class:`cbench.tasks.metrics.Metric` bound to ``tokens`` (labels or clean outputs)."""
@@ -159,7 +159,7 @@ def learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings 
     return best_vec.detach(), info
 
 
-def load_or_learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationSettings | None = None,
+def load_or_learn(rt: ModelState, tokens, metric, settings: OptimalAblationSettings | None = None,
                   progress: bool = False) -> tuple[torch.Tensor, bool]:
     """``(vectors [F, D], from_cache)``: read from the cache, else learned and written there."""
     from safetensors.torch import load_file, save_file
@@ -188,7 +188,7 @@ def load_or_learn(rt: CircuitRuntime, tokens, metric, settings: OptimalAblationS
     return vectors, False
 
 
-def use(rt: CircuitRuntime, vectors: torch.Tensor) -> None:
+def use(rt: ModelState, vectors: torch.Tensor) -> None:
     """Make ``ablation="optimal"`` mean ``vectors [F, D]`` on this runtime."""
     from cbench.errors import GraphError
 

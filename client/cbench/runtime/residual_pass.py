@@ -13,10 +13,10 @@ from cbench.runtime.masks import mix_node_outputs
 from cbench.runtime.run_result import RunResult
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
-def forward_resid(rt: CircuitRuntime, tokens, node_mask=None, ablated=None, input_probe=False,
+def forward_resid(rt: ModelState, tokens, node_mask=None, ablated=None, input_probe=False,
                   keep_acts=False, exact: bool = True) -> RunResult:
     """The residual-stream pass. ``node_mask`` ([F] or [C, F], row c for examples c*B/C...):
     each node's output becomes ``n * out + (1 - n) * ablated`` before anything reads it, which

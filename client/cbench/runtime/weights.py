@@ -1,7 +1,7 @@
 """The model parameters as the passes read them: the constant attention-output bias every
 destination receives (sums of b_O, see the package docstring) and each layer's q/k/v
 projections fused into one matrix. Cached and detached by default; with
-``CircuitRuntime(..., live_weights=True)`` read from the model at every call, with gradient."""
+``ModelState(..., live_weights=True)`` read from the model at every call, with gradient."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from cbench.runtime.circuit_runtime import CircuitRuntime
+    from cbench.runtime.model_state import ModelState
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class DestinationBiases:
     logits: torch.Tensor
 
 
-def _bias_sums(rt: CircuitRuntime, b_o: list[torch.Tensor]) -> DestinationBiases:
+def _bias_sums(rt: ModelState, b_o: list[torch.Tensor]) -> DestinationBiases:
     """The :class:`DestinationBiases` from every layer's b_O."""
     bias_attn, bias_mlp = [], []
     acc = torch.zeros(rt.d_model, device=rt.device, dtype=rt.dtype)
@@ -36,7 +36,7 @@ def _bias_sums(rt: CircuitRuntime, b_o: list[torch.Tensor]) -> DestinationBiases
     return DestinationBiases(bias_attn, bias_mlp, acc)
 
 
-def current_biases(rt: CircuitRuntime) -> DestinationBiases:
+def current_biases(rt: ModelState) -> DestinationBiases:
     """The runtime's :class:`DestinationBiases`: the cached ones, or with live weights the
     model's b_O now (gradients flow to it)."""
     if not rt.live_weights:
@@ -44,7 +44,7 @@ def current_biases(rt: CircuitRuntime) -> DestinationBiases:
     return _bias_sums(rt, [blk.attn.b_O.to(rt.device) for blk in rt.model.blocks])
 
 
-def refresh_weights(rt: CircuitRuntime) -> None:
+def refresh_weights(rt: ModelState) -> None:
     """Read the model's parameters into the caches again (after the model changed, e.g. an
     optimizer step). A runtime with live weights keeps no such caches."""
     with torch.no_grad():
@@ -54,7 +54,7 @@ def refresh_weights(rt: CircuitRuntime) -> None:
     rt._qkv_cache = {}
 
 
-def slot_bias(rt: CircuitRuntime, slot: int, sums: DestinationBiases) -> torch.Tensor:
+def slot_bias(rt: ModelState, slot: int, sums: DestinationBiases) -> torch.Tensor:
     """The constant bias of backward slot ``slot`` ``[D]``."""
     layer, rest = divmod(slot, rt.per_layer_bwd)
     if layer == rt.n_layers:
@@ -62,7 +62,7 @@ def slot_bias(rt: CircuitRuntime, slot: int, sums: DestinationBiases) -> torch.T
     return sums.attn[layer] if rest < 3 * rt.n_heads else sums.mlp[layer]
 
 
-def slot_bias_stack(rt: CircuitRuntime) -> torch.Tensor:
+def slot_bias_stack(rt: ModelState) -> torch.Tensor:
     """Every backward slot's constant bias ``[n_backward, D]`` (cached unless live)."""
     if rt.live_weights:
         sums = current_biases(rt)
@@ -73,7 +73,7 @@ def slot_bias_stack(rt: CircuitRuntime) -> torch.Tensor:
     return rt._slot_bias_stack
 
 
-def qkv_weights(rt: CircuitRuntime, layer: int):
+def qkv_weights(rt: ModelState, layer: int):
     """Layer ``layer``'s q, k and v projections fused: ``(W [D, 3*H*d_head], b [3*H*d_head],
     W_rows [3H, D, d_head])`` (rows in backward-slot order: q of every head, then k, then v).
     Cached and detached, or with live weights fused from the model now."""

@@ -182,7 +182,7 @@ def check_edge_scores(doc, graph: Graph, case: str | None = None, d_model: int |
                       source: str = "scores file") -> None:
     """Raise one clear error if ``doc`` is not a schema-valid edge-scores document for this case
     and graph (another case, unknown edges, missing or non-finite scores)."""
-    from cbench import schemas as validation
+    import cbench.schemas as validation
 
     if isinstance(doc, Mapping) and case is not None and isinstance(doc.get("case"), str) \
             and str(doc["case"]) != str(case):

@@ -45,7 +45,7 @@ def _clean(value: Any) -> Any:
 def results_document(kind: str, results: Mapping, inputs: Mapping, case: str | None = None,
                      cases: Sequence[str] | None = None, runtime_s: float | None = None, **extra) -> dict:
     """A schema-valid ``cbench/results/v1`` document (checked before it is returned)."""
-    from cbench import __version__
+    from cbench.about import __version__
     from cbench.schemas import check
 
     doc: dict = {"schema": "cbench/results/v1", "kind": kind}

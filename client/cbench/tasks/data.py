@@ -15,7 +15,7 @@ resample ablations use. Labels are left to the clean model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -174,6 +174,31 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
                     revision=revision, info={"origin": "counterfactuals"})
 
 
+# ---------------------------------------------------------------------------- task kinds
+# A case whose pairs do not come from cbench/counterfactuals names its kind in meta.json
+# (``high_level.kind``, e.g. "ioi") and registers a loader here; load_task_data asks this table
+# first. The built-in kinds register when cbench.tasks is imported, so this module imports none.
+#: ``loader(meta, split, n_examples, seed, use_dataset, offline) -> TaskData``
+PairLoader = Callable[[Mapping, str, "int | None", int, bool, "bool | None"], TaskData]
+
+_KINDS: dict[str, PairLoader] = {}
+
+
+def register_task_kind(kind: str, loader: PairLoader) -> None:
+    """Make ``loader`` give the pairs of every model whose ``meta.json`` names ``kind``."""
+    _KINDS[str(kind)] = loader
+
+
+def task_kind(meta: Mapping) -> str | None:
+    """The kind a model's ``meta.json`` names (``high_level.kind``), or None."""
+    return (meta.get("high_level") or {}).get("kind")
+
+
+def pair_loader(meta: Mapping) -> PairLoader | None:
+    """The registered loader for the model's kind, or None (pairs from the counterfactuals)."""
+    return _KINDS.get(task_kind(meta))
+
+
 def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
                    seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
     """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
@@ -182,13 +207,9 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
     only when asked for (``use_dataset=False``, the CLI's ``--sampled``), never as a fallback:
     what data a command uses must not depend on what happens to be cached. A dataset that cannot
     be had raises one clear error that names ``--sampled``."""
-    if (meta.get("high_level") or {}).get("kind") == "ioi":  # the IOI model reads cbench/ioi's rows (issue 16)
-        if not use_dataset:
-            raise UsageError("the IOI model has no sampled pairs (random words are not IOI sentences); "
-                             "leave out --sampled: its pairs come from the cbench/ioi dataset")
-        from cbench.tasks.ioi_data import load_ioi_pairs
-
-        return load_ioi_pairs(meta, split, n_examples, offline=offline)
+    loader = pair_loader(meta)
+    if loader is not None:  # a registered task kind (IOI: cbench/ioi's rows)
+        return loader(meta, split, n_examples, seed, use_dataset, offline)
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
     from cbench.errors import CbenchError

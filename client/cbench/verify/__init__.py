@@ -5,7 +5,7 @@ May import everything below it: scoring, discovery, runtime, tasks, artifacts, h
 graph, files, errors.
 """
 
-from cbench import moved_attributes as _moved
+from cbench.about import moved_attributes as _moved
 
 __getattr__ = _moved(__name__, {name: "cbench.verify.gates" for name in (
     "MIN_ACCURACY", "MIN_IIA", "MIN_SIIA", "MAX_OUT_NODE_EFFECT", "MAX_COMPLEMENT_EFFECT", "MIN_EDGE_CHANGED",

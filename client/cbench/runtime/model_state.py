@@ -1,0 +1,124 @@
+"""The state every runtime pass reads: :class:`ModelState` (one model, its graph, dimensions and
+parameter caches), built from a ``HookedTransformer`` or a model artifact on a chosen device.
+
+The pass modules (``clean_pass``, ``masked_forward``, ``input_gradients``, ...) take a
+:class:`ModelState` and never the facade that composes them, so imports run one way:
+``circuit_runtime`` -> passes -> ``model_state``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from cbench.errors import GraphError
+from cbench.graph.graph import Graph
+
+
+def _model_of(model_or_artifact):
+    if hasattr(model_or_artifact, "load_model") and not isinstance(model_or_artifact, torch.nn.Module):
+        return model_or_artifact.load_model()
+    return model_or_artifact
+
+
+def _check_supported(cfg) -> None:
+    """One clear GraphError for a model architecture the runtime does not run."""
+    if getattr(cfg, "positional_embedding_type", "standard") not in ("standard",):
+        raise GraphError(f"the runtime supports absolute positional embeddings only "
+                         f"(this model has {cfg.positional_embedding_type!r})")
+    if getattr(cfg, "n_key_value_heads", None) not in (None, cfg.n_heads):
+        raise GraphError("the runtime does not support grouped-query attention")
+    if getattr(cfg, "gated_mlp", False):
+        raise GraphError("the runtime does not support gated MLPs")
+    if getattr(cfg, "attn_scores_soft_cap", -1.0) not in (-1.0, None) and cfg.attn_scores_soft_cap > 0:
+        raise GraphError("the runtime does not support attention soft-capping")
+    if getattr(cfg, "use_normalization_before_and_after", False):
+        raise GraphError("the runtime does not support post-normalization")
+
+
+def select_device(device: str | torch.device | None) -> torch.device | None:
+    """The device a runtime runs on: ``device`` when given, else ``CBENCH_DEVICE`` when set
+    (``cpu``, ``cuda``, ``cuda:1``; ``auto``: a GPU when one is present), else None (where the
+    model's parameters are). One clear GraphError for a device torch does not have."""
+    import os
+
+    name = device if device is not None else (os.environ.get("CBENCH_DEVICE", "").strip() or None)
+    if name is None:
+        return None
+    if str(name) == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise GraphError(f"unknown device {name!r} (use cpu, cuda, cuda:N or auto)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise GraphError(f"device {name!r} asked for, but torch sees no GPU here (use cpu or auto)")
+    return dev
+
+
+def source_prefix_ends(graph: Graph, device) -> torch.Tensor | None:
+    """Per destination, the index of its last source when every destination ``k`` reads sources
+    0..n_k-1 (a prefix of the forward order, as in the models here), else None."""
+    blocks = graph.source_blocks
+    if not blocks or any(n == 0 for n, _first, _stop in blocks):
+        return None
+    ends = np.empty(graph.n_backward, dtype=np.int64)
+    for n, first, stop in blocks:
+        ends[first:stop] = n - 1
+    return torch.as_tensor(ends, device=device)
+
+
+class ModelState:
+    """One model as the runtime's passes see it: the model, its graph and dimensions, its device
+    and dtype, and the caches of its parameters (filled by :mod:`cbench.runtime.weights`). Every pass
+    module takes this state; :class:`~cbench.runtime.circuit_runtime.CircuitRuntime` adds the passes
+    as methods."""
+
+    def __init__(self, model_or_artifact, device: str | torch.device | None = None, live_weights: bool = False):
+        """``device``: move the model there first (default: ``CBENCH_DEVICE``, else where its
+        parameters are; see :func:`select_device`). ``live_weights=True``: every pass reads the
+        model's parameters when it runs (none cached or detached), so gradients of its outputs reach ``model.parameters()`` and an
+        optimizer step on the model shows in the next run (training through masked runs).
+        Default: the b_O sums are cached at construction and the fused q/k/v projections at
+        first use, detached (for a frozen model; :meth:`refresh_weights` re-reads them)."""
+        self.artifact = None if isinstance(model_or_artifact, torch.nn.Module) else model_or_artifact
+        model = _model_of(model_or_artifact)
+        device = select_device(device)
+        if device is not None and next(model.parameters()).device != device:
+            torch.nn.Module.to(model, device)  # the passes read the model's own parameters
+            if hasattr(model.cfg, "device"):
+                model.cfg.device = str(device)
+        self.model = model
+        cfg = model.cfg
+        self.cfg = cfg
+        _check_supported(cfg)
+        self.graph = Graph.from_config(cfg)
+        g = self.graph
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.n_layers, self.n_heads = g.n_layers, g.n_heads
+        self.has_mlp = g.has_mlp
+        self.parallel = g.parallel_attn_mlp
+        self.causal = getattr(cfg, "attention_dir", "causal") == "causal"
+        self.d_model = cfg.d_model
+        self.per_layer_fwd = self.n_heads + (1 if self.has_mlp else 0)
+        self.per_layer_bwd = 3 * self.n_heads + (1 if self.has_mlp else 0)
+        self._real = torch.as_tensor(g.real_edge_matrix, device=self.device, dtype=self.dtype)
+        self._one = torch.ones((), device=self.device, dtype=self.dtype)
+        self._prefix_sources = source_prefix_ends(g, self.device)
+        self._future_cache: dict = {}
+        self.live_weights = bool(live_weights)
+        self.optimal_vectors = None  # [F, D] once learned (optimal_ablation.use)
+        self._model_sha256 = None
+
+    @property
+    def n_edges(self) -> int:
+        return self.graph.n_edges
+
+    @property
+    def n_forward(self) -> int:
+        return self.graph.n_forward
+
+    @property
+    def n_backward(self) -> int:
+        return self.graph.n_backward
