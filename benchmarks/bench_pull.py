@@ -27,7 +27,7 @@ CLI = [sys.executable, "-m", "cbench.cli"]
 
 def _tiny_case(tmp: Path) -> tuple[Path, str]:
     from cbench.artifacts.model import write_model_artifact
-    from cbench.hub.publish import publish
+    from cbench.hub.publishing import publish
     from cbench.artifacts.transformer_lens_adapter import build_model
 
     model = build_model({"n_layers": 2, "d_model": 16, "n_heads": 4, "d_head": 4, "d_mlp": 64, "d_vocab": 6,

@@ -5,6 +5,8 @@ from the module named in ``COMMANDS``; ``cbench build`` comes from the builders 
 ``cbench.commands`` entry point, so the client never imports the builders by name.
 
 Every :class:`~cbench.errors.CbenchError` becomes one line on stderr and a non-zero exit.
+
+May import every package of the client (it is the top layer); nothing imports it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ routes) and ``ugs`` (uniform gradient sampling). Each spec says how circuits are
 its scores (``construction``: top-n, or greedy from the logits for IFR, MIB appendix E.1) and
 whether ``cbench bench`` runs it by default (``bench``). Default metrics per InterpBench appendix D (:func:`cbench.tasks.metrics.default_metric`).
 Scores: the loss increase when the edge is ablated (positive = helpful); SP methods: mask logits.
+
+May import: ``cbench.runtime``, ``cbench.tasks``, ``cbench.artifacts``, ``cbench.hub``, ``cbench.schemas``,
+``cbench.graph``, ``cbench.errors`` (never scoring: a method does not see the ground truth).
 """
 
 from __future__ import annotations

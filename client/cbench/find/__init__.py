@@ -8,6 +8,8 @@
 The function families live in :mod:`cbench.find.functions`, the runner in
 :mod:`cbench.find.suite`, the sandbox in :mod:`cbench.find.sandbox`, scoring in
 :mod:`cbench.find.scoring` and the no-language-model baseline in :mod:`cbench.find.baseline`.
+
+May import: ``cbench.hub``, ``cbench.artifacts``, ``cbench.schemas``, ``cbench.files``, ``cbench.errors``.
 """
 
 from cbench.find.suite import BlackBox, FindError, FindFunction, FindSuite, load_suite

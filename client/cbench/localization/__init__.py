@@ -7,4 +7,6 @@
 * :mod:`cbench.localization.localize` -- IIA per location and the localization scores;
 * :mod:`cbench.localization.track` -- ``cbench bench --track causal-variables``: every variable
   of every case, each featurizer, SIIT and Tracr models; a table and a plot.
+
+May import: ``cbench.scoring``, ``cbench.runtime``, ``cbench.tasks`` and everything below them.
 """

@@ -107,6 +107,10 @@ checks and conversion), ``clean_pass`` (unpatched runs), ``ablations`` (ablated 
 (rows per pass within ``CBENCH_MEMORY_MB``), ``weights`` (b_O sums and fused q/k/v, cached or
 live) and ``run_result``. ``CircuitRuntime(model, device=...)`` (or ``CBENCH_DEVICE``) moves the
 model to that device first.
+
+May import: ``cbench.tasks``, ``cbench.hub`` (the optimal-ablation cache), ``cbench.artifacts``,
+``cbench.graph``, ``cbench.errors``. Inside, the pass modules take a
+:class:`~cbench.runtime.model_state.ModelState`; only ``circuit_runtime`` composes them.
 """
 
 from cbench.runtime.ablations import ABLATIONS
