@@ -68,7 +68,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="cbench-first-") as tmp:
             tmp = Path(tmp)
             rows["lazy_pull"].append(_run(CLI + ["pull", "case-3"], tmp / "a", "lazy_pull"))
-            seed = [sys.executable, "-c", "from cbench.hub.repos import ensure_seeded; ensure_seeded()"]
+            seed = [sys.executable, "-c", "from cbench.hub.seeding import ensure_seeded; ensure_seeded()"]
             rows["seed_all"].append(_run(seed, tmp / "b", "seed_all"))
             rows["pull_after_seed_all"].append(_run(CLI + ["pull", "case-3"], tmp / "b", "pull_after_seed_all"))
             code = "import cbench; cbench.load_dataset('counterfactuals', 'case-3')"

@@ -148,7 +148,7 @@ def test_seeding_from_zoo_in_version_order(tmp_path, artifacts, monkeypatch):
 def test_two_processes_seeding_at_once(tmp_path, artifacts):
     zoo = _zoo(tmp_path, artifacts)
     env = {"CBENCH_HOME": str(tmp_path / "home"), "CBENCH_ZOO": str(zoo)}
-    code = "from cbench.hub.repos import ensure_seeded; print(len(ensure_seeded()))"
+    code = "from cbench.hub.seeding import ensure_seeded; print(len(ensure_seeded()))"
     import os
 
     procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **env), stdout=subprocess.PIPE,
