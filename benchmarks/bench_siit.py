@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         return 0
     rows = []
     if args.train:
-        from cbench_builders.siit_build import train_case
+        from cbench_builders.siit.build import train_case
 
         with tempfile.TemporaryDirectory() as tmp:
             for case in [c.strip() for c in args.train.split(",") if c.strip()]:

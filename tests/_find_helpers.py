@@ -13,7 +13,7 @@ SMALL = {"seed": 7, "n_numeric": 20, "n_strings": 20}
 
 @functools.lru_cache(maxsize=None)
 def small_suite_dir() -> Path:
-    from cbench_builders.find_suite import build_suite
+    from cbench_builders.find.suite import build_suite
 
     out = Path(tempfile.mkdtemp(prefix="cbench-find-test-"))
     atexit.register(shutil.rmtree, out, True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import DatasetCard, ModelCard
 
-from cbench_builders.cards import render_card
+from cbench_builders.release.cards import render_card
 
 RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases"
 
@@ -62,7 +62,7 @@ def test_python_snippet_of_the_card_runs(monkeypatch, tmp_path):
 def test_circuits_card_has_dataset_info_and_a_default_config(tmp_path):
     import datasets
 
-    from cbench_builders.datasets_build import write_circuits_card
+    from cbench_builders.datasets.build import write_circuits_card
 
     root = tmp_path / "circuits"
     shutil.copytree(RELEASES / "datasets/cbench/circuits/v1.2.0", root)

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from cbench_builders import counterfactuals as cf
+from cbench_builders.datasets import counterfactuals as cf
 
 CASES = ["3", "33"]
 TRAIN = 30  # validation and test: 6 each
@@ -33,7 +33,7 @@ TRAIN = 30  # validation and test: 6 each
 
 @pytest.fixture(scope="module")
 def tracr_dir(tmp_path_factory):
-    from cbench_builders.tracr_build import build_case
+    from cbench_builders.tracr.build import build_case
 
     out = tmp_path_factory.mktemp("tracr")
     for case in CASES:
@@ -43,7 +43,7 @@ def tracr_dir(tmp_path_factory):
 
 
 def _build(out: Path, tracr_dir: Path, train_size: int = TRAIN, datasets=("counterfactuals", "circuits", "ioi")):
-    from cbench_builders.datasets_build import build_datasets
+    from cbench_builders.datasets.build import build_datasets
 
     return build_datasets(CASES, datasets, train_size=train_size, tracr_dir=tracr_dir, siit_dir=None, out=out,
                           ioi_sizes={"train": 50, "validation": 10, "test": 10})
@@ -160,8 +160,8 @@ def _rasp_interchange(spec, base, source, op_name):
 def test_interchange_labels_match_the_high_level_model(built, tracr_dir, case):
     import torch
 
-    from cbench_builders.case_specs import load_case
-    from cbench_builders.high_level import HighLevelModel
+    from cbench_builders.cases.specs import load_case
+    from cbench_builders.datasets.high_level import HighLevelModel
 
     out, _ = built
     hl = HighLevelModel.from_artifact(tracr_dir / f"tracr-case-{case}")
@@ -279,7 +279,7 @@ def test_select_op_labels_agree_with_the_correspondence():
 
     import torch
 
-    from cbench_builders.high_level import HighLevelModel
+    from cbench_builders.datasets.high_level import HighLevelModel
 
     zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
     hl = HighLevelModel.from_artifact(zoo / "tracr-case-3" / "v1.0.0")

@@ -9,7 +9,7 @@ import pytest
 
 from cbench.errors import ArtifactError, BuildError
 from cbench.graph.graph import Graph
-from cbench_builders import circuits_dataset
+from cbench_builders.datasets import circuits as circuits_dataset
 
 TRACR = {
     "schema": "cbench/circuit/v1", "case": "3", "model_kind": "tracr", "granularity": "qkv",

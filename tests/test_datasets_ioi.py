@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cbench_builders import ioi, ioi_vocab
+from cbench_builders.ioi import dataset as ioi, vocab as ioi_vocab
 
 SIZES = {"train": 300, "validation": 80, "test": 80}
 
@@ -175,7 +175,7 @@ def test_subset_of_counterfactuals_and_unknown_type(tmp_path):
 
 
 def test_load_dataset_from_the_directory(tmp_path):
-    from cbench_builders.datasets_build import build_datasets
+    from cbench_builders.datasets.build import build_datasets
 
     build_datasets([], ["ioi"], out=tmp_path, ioi_sizes={"train": 40, "validation": 10, "test": 10})
     import datasets

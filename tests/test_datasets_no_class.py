@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from cbench_builders import counterfactuals as cf
+from cbench_builders.datasets import counterfactuals as cf
 
 RELEASES = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
 SIZES = {"train": 24, "validation": 6, "test": 6}
@@ -32,7 +32,7 @@ def _tracr_dir(tmp_path: Path, *cases: str) -> Path:
 
 
 def _case_model(case: str, tmp_path: Path) -> cf.CaseModel:
-    from cbench_builders.datasets_build import case_model
+    from cbench_builders.datasets.build import case_model
 
     return case_model(case, _tracr_dir(tmp_path, case))
 
@@ -50,7 +50,7 @@ def _labels(row: dict) -> list[list]:
 
 
 def test_high_level_model_gives_no_class_where_the_program_is_none():
-    from cbench_builders.high_level import NO_CLASS, HighLevelModel
+    from cbench_builders.datasets.high_level import NO_CLASS, HighLevelModel
 
     hl = HighLevelModel.from_artifact(RELEASES / "tracr-case-13" / "v1.0.0")
     tokens = hl.encode([[0, 1, 1, 0], [2, 2, 1, 2]])

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cbench.errors import UsageError
-from cbench_builders import counterfactuals as cf
+from cbench_builders.datasets import counterfactuals as cf
 
 
 def _frac_x(seq):

@@ -12,7 +12,7 @@ import pytest
 
 from _find_helpers import SMALL, small_suite, small_suite_dir
 from cbench.find import functions as F
-from cbench_builders import find_suite as B
+from cbench_builders.find import suite as B
 
 
 def _digest(root):

@@ -14,7 +14,7 @@ from cbench.errors import ArtifactError, UsageError
 from cbench.tasks.interchange import run_interchanged, source_activations
 from cbench.tasks.ioi_high_level import (IOIHighLevel, duplicate_positions, inhibited_tokens, last_position_valid)
 from cbench.tasks.labels import NO_CLASS, high_level_classes
-from cbench_builders import ioi, ioi_model, ioi_vocab
+from cbench_builders.ioi import dataset as ioi, model as ioi_model, vocab as ioi_vocab
 
 VOCAB = ioi_model.vocabulary()
 TOK = {t: i for i, t in enumerate(VOCAB["tokens"])}
@@ -160,7 +160,7 @@ def test_short_training_run_end_to_end(tmp_path):
     """Tiny sizes: a few epochs of SIIT with edge strictness, checkpointed, resumed from the checkpoint."""
     from safetensors.torch import load_file
 
-    from cbench_builders.ioi_build import _training_config, train
+    from cbench_builders.ioi.build import _training_config, train
 
     ckpt = tmp_path / "ioi.safetensors"
     arch = {"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 32}
@@ -181,7 +181,7 @@ def test_short_training_run_end_to_end(tmp_path):
     saved = load_file(str(ckpt))
     assert torch.equal(saved["blocks.4.attn.W_O"], s.ll_model.state_dict()["blocks.4.attn.W_O"])
     # the run's times and recipe are recorded beside the checkpoint, and the benchmark reads them
-    from cbench_builders.ioi_build import _record_run
+    from cbench_builders.ioi.build import _record_run
 
     _record_run(ckpt, times, result)
     runs = json.loads(ckpt.with_suffix(".runs.json").read_text())
@@ -208,7 +208,7 @@ def test_zero_output_init_and_source_gradients_options(tmp_path):
     default in ``cbench build ioi-model``) is what the trainer receives."""
     from click.testing import CliRunner
 
-    from cbench_builders.ioi_build import _training_config, build_ioi_cmd
+    from cbench_builders.ioi.build import _training_config, build_ioi_cmd
 
     arch = {"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 32}
     cfg = _training_config(algorithm="summed", batch_size=16, epochs=0, pairs_per_epoch=32, eval_pairs=8,
@@ -234,7 +234,7 @@ def test_average_is_the_mean_of_checkpoints_and_refuses_bad_ones(tmp_path):
     from click.testing import CliRunner
     from safetensors.torch import save_file
 
-    from cbench_builders.ioi_build import averaging_record, build_ioi_cmd, mean_weights
+    from cbench_builders.ioi.build import averaging_record, build_ioi_cmd, mean_weights
 
     a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
     save_file({"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([0.1])}, str(a))
@@ -281,14 +281,14 @@ def test_ioi_pairs_are_never_sampled():
 def test_artifact_of_a_short_run_carries_circuit_gates_card_and_tokenizer(tmp_path):
     """The artifact writer on a barely trained model (kept although its gates fail)."""
     from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.ioi_build import _training_config, train
-    from cbench_builders.ioi_release import write_ioi_artifact
+    from cbench_builders.ioi.build import _training_config, train
+    from cbench_builders.ioi.artifact import write_ioi_artifact
 
     cfg = _training_config(algorithm="summed", batch_size=32, epochs=1, pairs_per_epoch=32, eval_pairs=16,
                            edge_weight=1.0, seed=0, threads=1)
     s, result, times = train(cfg, 24, tmp_path / "c.safetensors", resume=False,
                              arch={"n_layers": 5, "d_model": 16, "d_head": 4, "d_mlp": 16})
-    from cbench_builders.ioi_build import averaging_record
+    from cbench_builders.ioi.build import averaging_record
 
     runs = [{"wall_s": 1.0, "cpu_s": None, "epochs": 1, "recipe": {"algorithm": "summed", "lr": 0.01}},
             averaging_record([tmp_path / "c.safetensors"])]  # a run without CPU time or note, then an average

@@ -15,8 +15,10 @@ import torch
 
 from cbench.artifacts.model import read_model_artifact
 from cbench.artifacts.transformer_lens_adapter import build_model
-from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_config, make_correspondence,
-                                  make_input_set, map_circuit_edges)
+from cbench_builders.siit.architecture import low_level_config, make_correspondence, map_circuit_edges
+from cbench_builders.siit.config import TrainingConfig
+from cbench_builders.siit.data import make_input_set
+from cbench_builders.siit.trainer import SIITTrainer
 
 CBENCH = Path(sys.executable).with_name("cbench")
 # a small budget: 4 epochs of 4096 pairs, batch 256, lr 1e-2 (about 3 CPU seconds per run)
@@ -26,7 +28,7 @@ SMALL = dict(algorithm="summed", lr=0.01, lr_decay_epochs=4, batch_size=256, pai
 
 @pytest.fixture(scope="module")
 def tracr_dir(tmp_path_factory):
-    from cbench_builders.tracr_build import build_case
+    from cbench_builders.tracr.build import build_case
 
     out = tmp_path_factory.mktemp("tracr")
     result = build_case("3", out)
@@ -100,7 +102,7 @@ def test_invariant_edges_are_the_select_inputs_that_carry_only_position(tracr_di
     """Case 3's frac_prevs head selects by position (Select(indices, indices, LEQ)): resample-ablating
     its query or key from a source of the same length never changes the program's output, so SIIT's
     edge strictness trains the low-level model to ignore them too; every other edge matters."""
-    from cbench_builders.siit import invariant_edges
+    from cbench_builders.siit.interventions import invariant_edges
 
     art = read_model_artifact(Path(tracr_dir) / "tracr-case-3")
     data = make_input_set(art.meta, 2000, 42)
@@ -147,7 +149,7 @@ def test_training_stops_only_when_the_edge_target_is_reached():
 def test_strictness_gradient_reaches_an_interchanged_node_only_through_the_source(tracr_dir, source_gradients):
     """Strictness alone, every non-aligned node interchanged: a last-layer MLP's own weights learn
     only when the loss is differentiated through the source activations (``source_gradients``)."""
-    from cbench_builders.siit import make_optimizer
+    from cbench_builders.siit.trainer import make_optimizer
 
     trainer, data = _trainer(tracr_dir, iit_weight=0.0, behavior_weight=0.0, siit_weight=1.0, strict_prob=1.0,
                              source_gradients=source_gradients)
@@ -179,7 +181,7 @@ def test_training_is_deterministic_given_the_seed(tracr_dir):
 @pytest.fixture(scope="module")
 def trained(tracr_dir, tmp_path_factory):
     """A SIIT (summed) and an IIT model of case 3, two epochs each, written side by side."""
-    from cbench_builders.siit_build import train_case
+    from cbench_builders.siit.build import train_case
 
     out = tmp_path_factory.mktemp("siit")
     siit = train_case("3", tracr_dir, out, overrides={**SMALL, "epochs": 2}, progress=False, keep_failed=True)
@@ -223,7 +225,7 @@ def test_train_case_writes_a_valid_artifact(trained):
 
 
 def test_algorithm_1_writes_a_valid_artifact(tracr_dir, tmp_path):
-    from cbench_builders.siit_build import train_case
+    from cbench_builders.siit.build import train_case
 
     out = train_case("3", tracr_dir, tmp_path, overrides={**SMALL, "algorithm": "algorithm-1", "epochs": 2},
                      progress=False, keep_failed=True, failed_dir=tmp_path / "failed")
@@ -242,7 +244,7 @@ def test_iit_flag_writes_the_comparison_model(trained):
 def test_siit_report_compares_iit_and_siit(trained, tmp_path):
     from click.testing import CliRunner
 
-    from cbench_builders.siit_report import siit_report_cmd
+    from cbench_builders.siit.report import siit_report_cmd
 
     out, siit, iit = trained
     report = tmp_path / "report.md"
@@ -287,7 +289,7 @@ def test_a_none_class_case_trains(tmp_path):
     meta.json, and a short run already predicts it where the program's value is None."""
     from cbench.tasks.labels import NO_CLASS, high_level_classes
     from cbench.tasks.data import sample_pairs
-    from cbench_builders.siit_build import train_case
+    from cbench_builders.siit.build import train_case
 
     zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
     tracr = tmp_path / "tracr"

@@ -11,9 +11,10 @@ import torch
 
 from cbench.graph.graph import Graph
 from cbench.artifacts.transformer_lens_adapter import build_model
-from cbench_builders.interchange import ComponentForward, model_components, run_interchanged, source_activations
-from cbench_builders.siit import (InputSet, TrainingConfig, low_level_config, make_correspondence, make_input_set,
-                                  map_circuit_edges, task_inputs)
+from cbench_builders.siit.interchange import ComponentForward, model_components, run_interchanged, source_activations
+from cbench_builders.siit.architecture import low_level_config, make_correspondence, map_circuit_edges
+from cbench_builders.siit.config import TrainingConfig
+from cbench_builders.siit.data import InputSet, make_input_set, task_inputs
 
 torch.set_num_threads(1)
 
@@ -156,7 +157,7 @@ def _one_mlp_model():
 
 
 def test_verify_node_effects_on_a_hand_built_model():
-    from cbench_builders.siit_build import verify_node_effects
+    from cbench_builders.siit.build import verify_node_effects
 
     model = _one_mlp_model()
     gen = torch.Generator().manual_seed(0)
@@ -183,8 +184,8 @@ def test_verify_node_effects_on_a_hand_built_model():
 
 def test_tied_high_level_outputs_have_no_class_and_are_not_scored():
     """RASP None: Tracr's output is all zeros there, every class ties; such positions are unlabelled."""
-    from cbench_builders.high_level import NO_CLASS, high_level_classes
-    from cbench_builders.siit_build import verify_node_effects
+    from cbench_builders.datasets.high_level import NO_CLASS, high_level_classes
+    from cbench_builders.siit.build import verify_node_effects
 
     logits = torch.tensor([[[0.0, 1.0, 0.0], [0.0, 0.0, 0.0], [2.0, 2.0, 0.5], [0.3, 0.1, 0.0]]])
     assert high_level_classes(logits).tolist() == [[1, NO_CLASS, NO_CLASS, 0]]
@@ -205,8 +206,8 @@ def test_tied_high_level_outputs_have_no_class_and_are_not_scored():
 def test_training_loss_and_agreement_skip_unlabelled_positions():
     from types import SimpleNamespace
 
-    from cbench_builders.high_level import NO_CLASS
-    from cbench_builders.siit import SIITTrainer
+    from cbench_builders.datasets.high_level import NO_CLASS
+    from cbench_builders.siit.trainer import SIITTrainer
 
     fake = SimpleNamespace(numerical=False, cfg=SimpleNamespace(atol=0.05))
     out = torch.tensor([[[9.0, 9.0], [5.0, 0.0], [0.0, 5.0], [5.0, 0.0]]])  # position 0 (BOS) is never scored
@@ -230,7 +231,7 @@ def test_interpbench_architecture_matches_the_original_code(case):
     import json
     from pathlib import Path
 
-    from cbench_builders.siit import interpbench_low_level_config
+    from cbench_builders.siit.architecture import interpbench_low_level_config
 
     zoo = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
     hl = json.loads((zoo / f"tracr-case-{case}" / "v1.0.0" / "config.json").read_text())
@@ -242,7 +243,7 @@ def test_interpbench_architecture_matches_the_original_code(case):
 
 
 def test_same_index_correspondence_and_overrides():
-    from cbench_builders.siit import make_correspondence
+    from cbench_builders.siit.architecture import make_correspondence
 
     m = make_correspondence(["a0.h0", "a0.h1", "m0", "a1.h0"], 4, seed=3, policy="same-index")
     assert m == {"a0.h0": "a0.h0", "a0.h1": "a0.h1", "a1.h0": "a1.h0", "m0": "m0"}

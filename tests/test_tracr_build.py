@@ -18,7 +18,7 @@ pytest.importorskip("tracr")
 
 from cbench.errors import BuildError  # noqa: E402
 
-from cbench_builders.case_specs import MAIN_CASES, list_cases, load_case  # noqa: E402
+from cbench_builders.cases.specs import MAIN_CASES, list_cases, load_case  # noqa: E402
 
 CASES = ["3", "4", "11", "13", "19", "33"]
 REPO = Path(__file__).resolve().parents[1]
@@ -27,8 +27,8 @@ CBENCH = Path(sys.executable).with_name("cbench")
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from cbench_builders.tracr_build import build_cases
-    from cbench_builders.tracr_programs import write_dataset
+    from cbench_builders.tracr.build import build_cases
+    from cbench_builders.tracr.programs import write_dataset
 
     out = tmp_path_factory.mktemp("tracr")
     results = {r.case: r for r in build_cases(CASES, out, jobs=1, progress=False)}
@@ -96,8 +96,8 @@ def test_case_3_circuit_is_the_published_one(built):
 def test_circuit_check_detects_a_wrong_circuit(built):
     """The check is not vacuous: dropping the MLP->head edge of case 3 changes outputs."""
     from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.tracr_circuit import check_circuit
-    from cbench_builders.tracr_exactness import case_inputs
+    from cbench_builders.tracr.circuit import check_circuit
+    from cbench_builders.tracr.exactness import case_inputs
 
     out, _ = built
     art = read_model_artifact(out / "tracr-case-3", verify=True)
@@ -136,7 +136,7 @@ def test_artifacts_validate(built, cid):
 def test_high_level_model_labels_and_interchange(built):
     import torch
 
-    from cbench_builders.high_level import HighLevelModel
+    from cbench_builders.datasets.high_level import HighLevelModel
 
     out, _ = built
     hl = HighLevelModel.from_artifact(out / "tracr-case-3")

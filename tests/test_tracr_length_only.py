@@ -34,7 +34,7 @@ def _length_case(zoo: Path) -> None:
 @pytest.mark.slow  # about 70 s on a loaded 2-core machine (jax compilation)
 def test_make_length_builds_and_passes_the_circuit_check(tmp_path, monkeypatch):
     from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.tracr_build import build_case
+    from cbench_builders.tracr.build import build_case
 
     _length_case(tmp_path / "zoo")
     monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "zoo"))
@@ -53,8 +53,8 @@ def test_make_length_builds_and_passes_the_circuit_check(tmp_path, monkeypatch):
 
     from cbench.tasks.interchange import run_interchanged, source_activations
     from cbench.tasks.data import from_rows
-    from cbench_builders import counterfactuals as cf
-    from cbench_builders.datasets_build import build_datasets
+    from cbench_builders.datasets import counterfactuals as cf
+    from cbench_builders.datasets.build import build_datasets
 
     build_datasets(["900"], ("counterfactuals",), train_size=60, tracr_dir=tmp_path / "out", siit_dir=None,
                    out=tmp_path / "ds")

@@ -50,7 +50,7 @@ def test_released_siit_models_verify_and_pass_the_gates():
 
 
 def test_the_zoo_holds_siit_and_iit_models_for_all_16_main_cases():
-    from cbench_builders.case_specs import MAIN_CASES
+    from cbench_builders.cases.specs import MAIN_CASES
 
     models = RELEASES / "models" / "cbench"
     for case in MAIN_CASES:
@@ -65,7 +65,7 @@ def test_the_index_version_never_goes_back(tmp_path):
     """Releasing a new repository at v1.0.0 after the benchmark reached v1.1.0 keeps the index at v1.1.0."""
     import shutil
 
-    from cbench_builders.release import write_index
+    from cbench_builders.release.zoo import write_index
 
     zoo = tmp_path / "zoo"
     src = RELEASES / "models" / "cbench" / "tracr-case-3" / "v1.0.0"

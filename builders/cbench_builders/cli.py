@@ -12,13 +12,13 @@ import importlib.util
 import click
 
 SUBCOMMANDS = {
-    "tracr": "cbench_builders.tracr_build:build_tracr_cmd",
-    "datasets": "cbench_builders.datasets_build:build_datasets_cmd",
-    "siit": "cbench_builders.siit_build:build_siit_cmd",
-    "siit-report": "cbench_builders.siit_report:siit_report_cmd",
-    "release": "cbench_builders.release:build_release_cmd",
-    "find": "cbench_builders.find_suite:build_find_cmd",
-    "ioi-model": "cbench_builders.ioi_build:build_ioi_cmd",
+    "tracr": "cbench_builders.tracr.build:build_tracr_cmd",
+    "datasets": "cbench_builders.datasets.build:build_datasets_cmd",
+    "siit": "cbench_builders.siit.build:build_siit_cmd",
+    "siit-report": "cbench_builders.siit.report:siit_report_cmd",
+    "release": "cbench_builders.release.zoo:build_release_cmd",
+    "find": "cbench_builders.find.suite:build_find_cmd",
+    "ioi-model": "cbench_builders.ioi.build:build_ioi_cmd",
 }
 
 

@@ -44,7 +44,7 @@ def zoo_dir() -> Path:
     env = os.environ.get("CBENCH_ZOO")
     if env:
         return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / "model_zoo"
+    return Path(__file__).resolve().parents[3] / "model_zoo"  # cbench_builders/cases/specs.py -> the repository
 
 
 def cases_dir() -> Path:

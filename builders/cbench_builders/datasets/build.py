@@ -22,10 +22,11 @@ import click
 
 import cbench
 from cbench.errors import BuildError, CbenchError, UsageError, did_you_mean
-from cbench_builders import circuits_dataset, counterfactuals, ioi, ioi_vocab
-from cbench_builders.cards import render_card, size_category
-from cbench_builders.high_level import TIE_GAP
-from cbench_builders.parquet_io import read_metadata
+from cbench_builders.datasets import circuits as circuits_dataset, counterfactuals
+from cbench_builders.datasets.high_level import TIE_GAP
+from cbench_builders.ioi import dataset as ioi, vocab as ioi_vocab
+from cbench_builders.release.cards import render_card, size_category
+from cbench_builders.release.parquet import read_metadata
 
 DATASETS = ("counterfactuals", "circuits", "ioi")
 ORG = getattr(cbench, "DEFAULT_ORG", "cbench")
@@ -52,7 +53,7 @@ def parse_datasets(text: str) -> tuple[str, ...]:
 
 
 def parse_cases(cases: str | None, main: bool, all_: bool) -> list[str]:
-    from cbench_builders import case_specs
+    from cbench_builders.cases import specs as case_specs
 
     chosen = sum(bool(x) for x in (cases, main, all_))
     if chosen > 1:
@@ -89,8 +90,8 @@ def parse_ioi_sizes(text: str | None) -> dict[str, int]:
 def case_model(case: str, tracr_dir: Path) -> counterfactuals.CaseModel:
     """The compiled Tracr artifact of ``case`` and its high-level model, as a CaseModel."""
     from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.case_specs import load_case
-    from cbench_builders.high_level import HighLevelModel
+    from cbench_builders.cases.specs import load_case
+    from cbench_builders.datasets.high_level import HighLevelModel
 
     spec = load_case(case)
     path = Path(tracr_dir) / f"tracr-case-{spec.id}"
@@ -283,7 +284,7 @@ def build_datasets(cases: list[str], datasets=DATASETS, *, train_size: int | Non
     # space (from its spec alone), then the compiled models the chosen datasets need
     plans = {}
     if "counterfactuals" in datasets:
-        from cbench_builders.case_specs import load_case
+        from cbench_builders.cases.specs import load_case
 
         for case in cases:
             spec = load_case(case)

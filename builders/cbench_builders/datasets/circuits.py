@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from cbench.errors import ArtifactError, BuildError
 from cbench.graph.graph import Graph
-from cbench_builders.parquet_io import write_parquet
+from cbench_builders.release.parquet import write_parquet
 
 SCHEMA = pa.schema([
     ("edge", pa.string()),

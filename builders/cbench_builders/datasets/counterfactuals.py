@@ -51,8 +51,8 @@ import numpy as np
 import pyarrow as pa
 
 from cbench.errors import BuildError, UsageError
-from cbench_builders.high_level import NO_CLASS
-from cbench_builders.parquet_io import write_parquet
+from cbench_builders.datasets.high_level import NO_CLASS
+from cbench_builders.release.parquet import write_parquet
 
 SPLITS = ("train", "validation", "test")
 DEFAULT_TRAIN_SIZE = 20_000

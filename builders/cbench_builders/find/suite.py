@@ -26,8 +26,8 @@ import numpy as np
 import cbench
 from cbench.errors import UsageError
 from cbench.find import functions as F
-from cbench_builders.cards import render_card, size_category
-from cbench_builders.parquet_io import write_parquet
+from cbench_builders.release.cards import render_card, size_category
+from cbench_builders.release.parquet import write_parquet
 
 REPO = "cbench/find"
 DEFAULT_SEED = 0

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import cbench
-from cbench_builders import ioi, ioi_model
+from cbench_builders.ioi import dataset as ioi, model as ioi_model
 
 
 @dataclass
@@ -110,7 +110,7 @@ def write_ioi_artifact(s, out: Path, prior: dict, verify_pairs_n: int = 1000, ke
     })
     path = None
     if released or keep_failed:
-        from cbench_builders.cards import render_card
+        from cbench_builders.release.cards import render_card
 
         readme = render_card("ioi_model", {
             "case": ioi_model.CASE, "kind": "siit", "meta": meta, "config": config_to_json(model.cfg),

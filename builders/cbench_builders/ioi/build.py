@@ -1,6 +1,6 @@
 """``cbench build ioi-model``: train the IOI model with SIIT (resumable), verify its gates, write the artifact.
 
-Training (:mod:`cbench_builders.ioi_model`) saves the weights to ``--checkpoint`` (safetensors)
+Training (:mod:`cbench_builders.ioi.model`) saves the weights to ``--checkpoint`` (safetensors)
 at most every minute and logs every epoch to ``<checkpoint>.log.jsonl``; ``--resume`` starts from
 the saved weights, and ``--time-limit`` ends training after the epoch that crosses it (the best
 validation epoch's weights are kept). ``--no-train`` skips training and verifies / writes the
@@ -22,7 +22,7 @@ from cbench.errors import BuildError, UsageError
 
 
 def _training_config(**kw):
-    from cbench_builders.siit import TrainingConfig
+    from cbench_builders.siit.config import TrainingConfig
 
     try:
         return TrainingConfig(**{k: v for k, v in kw.items() if v is not None})
@@ -57,7 +57,7 @@ def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = 
     With ``average`` (and no training) the weights are :func:`mean_weights` of those checkpoints."""
     from safetensors.torch import load_file
 
-    from cbench_builders import ioi_model
+    from cbench_builders.ioi import model as ioi_model
 
     checkpoint = Path(checkpoint)
     if resume and not checkpoint.is_file():
@@ -173,7 +173,7 @@ def build_ioi_cmd(out, checkpoint, resume, no_train, time_limit, epochs, rows, b
                    f"validation {result.metrics}; target reached: {result.reached_target}")
     if average:
         prior["runs"] = prior["runs"] + [averaging_record(list(average))]
-    from cbench_builders.ioi_release import write_ioi_artifact
+    from cbench_builders.ioi.artifact import write_ioi_artifact
 
     outcome = write_ioi_artifact(s, Path(out), prior, verify_pairs_n=verify_pairs, keep_failed=keep_failed)
     click.echo(outcome.report.format())

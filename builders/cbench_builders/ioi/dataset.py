@@ -31,7 +31,7 @@ order shuffled per row (deterministically), and ``answerKey`` is the index of th
 (``-1`` for ABC, as in MIB). Choices of a counterfactual are the names of *its* prompt.
 
 Splits use disjoint groups of templates, names, places and objects (see
-:mod:`cbench_builders.ioi_vocab`). Generation is deterministic given the seed: each split draws
+:mod:`cbench_builders.ioi.vocab`). Generation is deterministic given the seed: each split draws
 from its own ``numpy`` generator seeded with ``(seed, split index)``.
 """
 
@@ -46,8 +46,8 @@ import pyarrow as pa
 
 from cbench.errors import UsageError, did_you_mean
 from cbench.tasks.ioi_data import COUNTERFACTUALS
-from cbench_builders import ioi_vocab
-from cbench_builders.parquet_io import write_parquet
+from cbench_builders.ioi import vocab as ioi_vocab
+from cbench_builders.release.parquet import write_parquet
 
 DEFAULT_SEED = 20231115
 DEFAULT_SIZES = {"train": 10_000, "validation": 1_000, "test": 1_000}

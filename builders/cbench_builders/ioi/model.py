@@ -2,7 +2,7 @@
 the hand-written IOI causal model (:mod:`cbench.tasks.ioi_high_level`), InterpBench section 4.
 
 * Low level: 6 layers, 4 heads, d_model 64, d_head 16, d_mlp 256, gelu, no normalization, over
-  cbench's word-level IOI vocabulary (:mod:`cbench_builders.ioi_vocab`; no GPT-2 tokenizer is
+  cbench's word-level IOI vocabulary (:mod:`cbench_builders.ioi.vocab`; no GPT-2 tokenizer is
   reachable offline), input and output vocabularies equal.
 * Correspondence: duplicate-token head -> ``a1.h1``, S-inhibition -> ``a2.h1``, name mover ->
   ``a4.h1`` (one head of its layer each; InterpBench's ``hook_z`` sites).
@@ -11,10 +11,10 @@ the hand-written IOI causal model (:mod:`cbench.tasks.ioi_high_level`), InterpBe
   that carries no signal after training is marked in ``circuit.json`` by the release gates.
 * Loss (:class:`LastTokenObjective`): IIT, node strictness and edge strictness on the last token
   (the answer), next-token cross-entropy on every other position, the last token weighted 10x.
-  The trainer is :class:`cbench_builders.siit.SIITTrainer` (the Tracr cases' trainer) with this
+  The trainer is :class:`cbench_builders.siit.trainer.SIITTrainer` (the Tracr cases' trainer) with this
   objective and the IOI high-level model plugged in.
 * Data: (base, counterfactual) pairs from the IOI generator's counterfactual columns
-  (:mod:`cbench_builders.ioi`), one pair per row and counterfactual type, bucketed by length
+  (:mod:`cbench_builders.ioi.dataset`), one pair per row and counterfactual type, bucketed by length
   (a counterfactual has its base's length: names are single words). The training rows come from
   the generator of every split with the training seed, not from the released dataset's rows: a
   word-level model trained from scratch has no embedding for a word it never saw, and the
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from cbench.tasks.ioi_high_level import EDGES as HL_EDGES, HIGH_LEVEL_KIND, IOIHighLevel, NODES as HL_NODES
 from cbench.tasks.labels import NO_CLASS, high_level_classes
-from cbench_builders import ioi, ioi_vocab
+from cbench_builders.ioi import dataset as ioi, vocab as ioi_vocab
 
 CASE = "ioi"
 CORRESPONDENCE = {"a0.h0": "a1.h1", "a1.h0": "a2.h1", "a2.h0": "a4.h1"}
@@ -142,8 +142,8 @@ def encode_rows(rows: list[dict], vocab: dict, counterfactuals=ioi.COUNTERFACTUA
 
 
 def input_set(n_rows: int, seed: int, vocab: dict, n_val_rows: int | None = None):
-    """An :class:`cbench_builders.siit.InputSet` of counterfactual pairs from every split's generator."""
-    from cbench_builders.siit import InputSet
+    """An :class:`cbench_builders.siit.data.InputSet` of counterfactual pairs from every split's generator."""
+    from cbench_builders.siit.data import InputSet
 
     def rows(n, s):
         out = []
@@ -155,7 +155,7 @@ def input_set(n_rows: int, seed: int, vocab: dict, n_val_rows: int | None = None
     tb, ts = encode_rows(rows(n_rows, seed), vocab)
     vb, vs = encode_rows(rows(n_val_rows, seed + 1), vocab)
     return InputSet(tb, vb, False, ts, vs,
-                    origin=f"IOI generator (cbench_builders.ioi) rows of every split, seeds {seed} (train) and "
+                    origin=f"IOI generator (cbench_builders.ioi.dataset) rows of every split, seeds {seed} (train) and "
                            f"{seed + 1} (validation); one pair per row and counterfactual type")
 
 
@@ -190,7 +190,7 @@ def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None 
     """The trainer, data and models for one IOI training run (``cfg``: a TrainingConfig; ``init``:
     ``"default"`` or ``"zero-outputs"`` (:func:`zero_outputs`), for a run that starts from scratch)."""
     from cbench.artifacts.transformer_lens_adapter import build_model
-    from cbench_builders.siit import SIITTrainer
+    from cbench_builders.siit.trainer import SIITTrainer
 
     vocab = vocabulary()
     data = input_set(n_rows, cfg.seed + TRAIN_SEED, vocab)

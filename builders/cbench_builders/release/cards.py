@@ -16,7 +16,7 @@ import jinja2
 
 from cbench.errors import BuildError
 
-CARDS_DIR = Path(__file__).resolve().parents[2] / "cards"
+CARDS_DIR = Path(__file__).resolve().parents[3] / "cards"  # cbench_builders/release/cards.py -> the repository
 
 
 def _env() -> jinja2.Environment:

@@ -57,7 +57,7 @@ def collect(built: dict[str, Path]) -> list[tuple[str, str, Path]]:
 def release(built: dict[str, Path], version: str, zoo: Path, only: set[str] | None = None) -> list[str]:
     """Copy built artifacts into ``zoo/releases`` at ``version``; returns the repos released."""
     from cbench.hub.repos import parse_version
-    from cbench.hub.publish import release_problems
+    from cbench.hub.publishing import release_problems
 
     parse_version(version)
     released = []

@@ -57,7 +57,7 @@ def correspondence_document(case: str, mapping: dict[str, str], hl_circuit: dict
                             hl_shape: dict, seed: int) -> dict:
     """The ``cbench/correspondence/v1`` document: one entry per (high-level op, component), with the
     low-level node, the hook where it is interchanged and the head index."""
-    from cbench_builders.interchange import site_of
+    from cbench_builders.siit.interchange import site_of
 
     ops_by_component: dict[str, list[str]] = {}
     for op in (hl_circuit.get("high_level") or {}).get("ops", []):
@@ -84,7 +84,7 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
     bases (``[B, P-1]``)."""
     from cbench.scoring.ablation import node_effects
     from cbench.tasks.data import TaskData
-    from cbench_builders.high_level import NO_CLASS
+    from cbench.tasks.labels import NO_CLASS
 
     acc: dict[str, dict] = {}
     total = 0
@@ -121,9 +121,12 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
                log=None) -> SIITOutcome:
     from cbench.artifacts.model import read_model_artifact, write_model_artifact
     from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
-    from cbench_builders.case_specs import load_case
-    from cbench_builders.siit import (SIITTrainer, TrainingConfig, low_level_for_case, make_correspondence,
-                                      invariant_edges, make_input_set, map_circuit_edges)
+    from cbench_builders.cases.specs import load_case
+    from cbench_builders.siit.architecture import low_level_for_case, make_correspondence, map_circuit_edges
+    from cbench_builders.siit.config import TrainingConfig
+    from cbench_builders.siit.data import make_input_set
+    from cbench_builders.siit.interventions import invariant_edges
+    from cbench_builders.siit.trainer import SIITTrainer
 
     src = Path(tracr_dir) / f"tracr-case-{case}"
     if not src.is_dir():
@@ -263,7 +266,7 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
             "history": [{k: h[k] for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "edge_siia",
                                            "elapsed_s")} for h in result.history],
         })
-        from cbench_builders.cards import render_card
+        from cbench_builders.release.cards import render_card
 
         readme = render_card("siit_model", {
             "case": case, "kind": kind, "meta": new_meta, "config": config_to_json(ll_model.cfg),
@@ -300,9 +303,8 @@ def train_task(task: SIITTask) -> SIITOutcome:
 def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
     """The extra output class of RASP ``None`` for a categorical case whose Tracr model gives no
     class somewhere on the training inputs (``low_level: {"none_class": false}`` turns it off)."""
-    from cbench.tasks.labels import NO_CLASS
-    from cbench_builders.interchange import ComponentForward
-    from cbench_builders.high_level import high_level_classes
+    from cbench.tasks.labels import NO_CLASS, high_level_classes
+    from cbench_builders.siit.interchange import ComponentForward
 
     if meta["task_type"] != "categorical" or low_level.get("none_class") is False:
         return None
@@ -342,7 +344,7 @@ def _node_order(e: dict):
 
 
 def _parse_cases(cases: str | None, main: bool) -> list[str]:
-    from cbench_builders.case_specs import MAIN_CASES, resolve_case_ids
+    from cbench_builders.cases.specs import MAIN_CASES, resolve_case_ids
 
     if main and cases:
         raise UsageError("choose the cases with --cases IDS or --main, not both")

@@ -42,10 +42,11 @@ class ModelEffects:
 def model_effects(path: Path, n_pairs: int = REPORT_PAIRS) -> ModelEffects:
     """Node effects of the model artifact at ``path`` on seeded validation pairs."""
     from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.interchange import ComponentForward
-    from cbench_builders.high_level import high_level_classes
-    from cbench_builders.siit import SIITTrainer, make_input_set
-    from cbench_builders.siit_build import verify_node_effects
+    from cbench.tasks.labels import high_level_classes
+    from cbench_builders.siit.build import verify_node_effects
+    from cbench_builders.siit.data import make_input_set
+    from cbench_builders.siit.interchange import ComponentForward
+    from cbench_builders.siit.trainer import SIITTrainer
 
     art = read_model_artifact(path)
     hl_art = art.tracr
@@ -125,7 +126,7 @@ def render_report(rows: list[tuple[ModelEffects, ModelEffects]], models_dirs: li
 
 
 def default_report_path() -> Path:
-    from cbench_builders.case_specs import zoo_dir
+    from cbench_builders.cases.specs import zoo_dir
 
     return zoo_dir() / "siit-vs-iit.md"
 

@@ -1,12 +1,13 @@
 """``cbench build tracr``: compile cases with Tracr, check them, write model artifacts and the
 Tracr-programs dataset.
 
-Per case (:func:`build_case`): compile (``tracr_compile``), convert to TransformerLens
-(``tracr_convert``), the three-way exactness check (``tracr_exactness``; a failing case is not
-written), the ground-truth circuit from the craft graph and its patching check
-(``tracr_circuit``), then the artifact ``<out>/tracr-case-<id>/`` (config.json,
-model.safetensors, meta.json with model_kind "tracr", circuit.json, README.md from
-``cards/tracr_model.md.j2``). Afterwards ``<out>/tracr-programs/`` gets one row per written case.
+Per case (:func:`build_case`): compile (:mod:`cbench_builders.tracr.compile`), convert to
+TransformerLens (:mod:`~cbench_builders.tracr.convert`), the three-way exactness check
+(:mod:`~cbench_builders.tracr.exactness`; a failing case is not written), the ground-truth circuit
+from the craft graph and its patching check (:mod:`~cbench_builders.tracr.circuit`), then the
+artifact ``<out>/tracr-case-<id>/`` (config.json, model.safetensors, meta.json with model_kind
+"tracr", circuit.json, README.md from ``cards/tracr_model.md.j2``). Afterwards
+``<out>/tracr-programs/`` gets one row per written case.
 
 Cases run in a pool of worker processes (``--jobs``, default 2: the work per case is small, and
 most of it is jax's XLA compilation, which is single-threaded per compile). Workers are spawned,
@@ -106,13 +107,13 @@ def build_case(case_id: str, out_dir: str | os.PathLike, *, write: bool = True) 
 def _build_case(case_id: str, out_dir: Path, write: bool, t0: float, result: CaseResult) -> CaseResult:
     from cbench.artifacts.model import write_model_artifact
 
-    from cbench_builders.case_specs import load_case
-    from cbench_builders.cards import render_card
-    from cbench_builders.tracr_circuit import check_circuit, derive_circuit
-    from cbench_builders.tracr_compile import compile_case
-    from cbench_builders.tracr_convert import NONE_CLASS, convert
-    from cbench_builders.tracr_exactness import check_exactness, case_inputs
-    from cbench_builders.tracr_programs import dataset_row
+    from cbench_builders.cases.specs import load_case
+    from cbench_builders.release.cards import render_card
+    from cbench_builders.tracr.circuit import check_circuit, derive_circuit
+    from cbench_builders.tracr.compile import compile_case
+    from cbench_builders.tracr.convert import NONE_CLASS, convert
+    from cbench_builders.tracr.exactness import check_exactness, case_inputs
+    from cbench_builders.tracr.programs import dataset_row
 
     case = load_case(case_id)
     compiled = compile_case(case)
@@ -156,15 +157,15 @@ def _worker_init() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from cbench_builders.tracr_compile import configure_jax
+    from cbench_builders.tracr.compile import configure_jax
 
     configure_jax()
 
 
 def _estimated_cost(case_id: str) -> float:
     """A rough cost of building a case, to start the long ones first (the pool's long pole)."""
-    from cbench_builders.case_specs import load_case
-    from cbench_builders.tracr_exactness import EXHAUSTIVE_LIMIT, N_SAMPLED, count_inputs
+    from cbench_builders.cases.specs import load_case
+    from cbench_builders.tracr.exactness import EXHAUSTIVE_LIMIT, N_SAMPLED, count_inputs
 
     try:
         case = load_case(case_id)
@@ -279,7 +280,7 @@ def format_table(results: list[CaseResult]) -> str:
 def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset, executor, ray_address, workers):
     """Compile cases with Tracr, check exactness and circuits, write tracr-case-<id> artifacts and
     the tracr-programs dataset."""
-    from cbench_builders.case_specs import MAIN_CASES, list_cases, resolve_case_ids
+    from cbench_builders.cases.specs import MAIN_CASES, list_cases, resolve_case_ids
 
     chosen = [bool(cases), all_cases, main_cases]
     if sum(chosen) != 1:
@@ -308,7 +309,7 @@ def build_tracr_cmd(cases, all_cases, main_cases, out, jobs, no_dataset, executo
     click.echo(format_table(results))
     ok = [r for r in results if r.ok]
     if ok and not no_dataset:
-        from cbench_builders.tracr_programs import write_dataset
+        from cbench_builders.tracr.programs import write_dataset
 
         path = write_dataset([r.row for r in ok], out)
         click.echo(f"tracr-programs: {len(ok)} rows -> {path}")

@@ -32,8 +32,8 @@ import numpy as np
 from cbench.errors import BuildError
 from cbench.graph.graph import Graph, edge_name
 
-from cbench_builders.tracr_compile import CompiledCase
-from cbench_builders.tracr_convert import json_class
+from cbench_builders.tracr.compile import CompiledCase
+from cbench_builders.tracr.convert import json_class
 
 CHECK_ATOL = 1e-4  # numerical outputs; categorical compares argmax where the top-1 margin is clear
 _MARGIN = 1e-3

@@ -3,8 +3,8 @@
 This runs the same passes as ``tracr.compiler.compiling.compile_rasp_to_model`` (RASP graph,
 basis inference, craft blocks, layer allocation, assembly) but keeps the intermediate results:
 the RASP graph with its craft blocks, the craft model and the vector spaces. The ground-truth
-circuit and the op-to-component map are read from them (see ``tracr_circuit``), never written
-by hand.
+circuit and the op-to-component map are read from them (see :mod:`cbench_builders.tracr.circuit`),
+never written by hand.
 
 Choices, as the design asks: jax's default matmul precision is float32 (otherwise compiled
 outputs can disagree with the program); the BOS token is the case's ``bos`` (``"BOS"``) and the
@@ -27,7 +27,7 @@ from typing import Any
 
 from cbench.errors import BuildError, CbenchError
 
-from cbench_builders.case_specs import CaseSpec
+from cbench_builders.cases.specs import CaseSpec
 
 DEFAULT_PAD = "compiler_pad"
 _JAX_CONFIGURED = False

@@ -29,7 +29,7 @@ import numpy as np
 
 from cbench.errors import ArtifactError, BuildError
 
-from cbench_builders.tracr_compile import CompiledCase
+from cbench_builders.tracr.compile import CompiledCase
 
 NONE_CLASS = "None"  # how a None output class is written in meta.json (JSON scalars exclude null)
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cbench_builders.case_specs import CaseSpec
-from cbench_builders.tracr_compile import CompiledCase
-from cbench_builders.tracr_convert import ConvertedModel
+from cbench_builders.cases.specs import CaseSpec
+from cbench_builders.tracr.compile import CompiledCase
+from cbench_builders.tracr.convert import ConvertedModel
 
 EXHAUSTIVE_LIMIT = 10_000
 N_SAMPLED = 2_000

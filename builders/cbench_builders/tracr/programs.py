@@ -49,7 +49,7 @@ def _json(value) -> str:
 
 def dataset_row(compiled, converted, circuit: dict, exactness: dict) -> dict:
     """The dataset row of one compiled case (plain Python values only, so it can cross processes)."""
-    from cbench_builders.tracr_circuit import value_set
+    from cbench_builders.tracr.circuit import value_set
 
     case = compiled.case
     ops = circuit["high_level"]["ops"]
@@ -104,8 +104,8 @@ def write_dataset(rows: list[dict], out_dir: str | os.PathLike, repo: str = "cbe
     Built beside the target and renamed into place, so a failed build leaves the old one."""
     import pyarrow as pa
 
-    from cbench_builders.cards import render_card, size_category
-    from cbench_builders.parquet_io import write_parquet
+    from cbench_builders.release.cards import render_card, size_category
+    from cbench_builders.release.parquet import write_parquet
 
     if not rows:
         raise BuildError("no case compiled, so there is no Tracr-programs dataset to write")

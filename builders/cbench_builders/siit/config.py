@@ -1,0 +1,92 @@
+"""SIIT's hyperparameters: :class:`TrainingConfig`, one per training run.
+
+A config comes from a case spec's ``training`` block (:meth:`TrainingConfig.from_spec`), with
+command-line overrides; its defaults depend on the algorithm (``"algorithm-1"``, InterpBench's
+Algorithm 1, or ``"summed"``, appendix H's one summed loss; see :mod:`cbench_builders.siit.trainer`).
+It is recorded in meta.json ``training`` (:meth:`TrainingConfig.to_json`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+ALGORITHMS = ("algorithm-1", "summed")
+EDGE_SAMPLINGS = ("mixed", "bernoulli")
+
+
+@dataclass
+class TrainingConfig:
+    algorithm: str = "algorithm-1"  # "algorithm-1" | "summed"
+    lr: float = 1e-3
+    lr_end: float | None = None  # summed: linear decay target (default 2e-4)
+    lr_decay_epochs: int | None = None  # summed: epochs over which lr decays (default: epochs)
+    betas: tuple[float, float] | None = None  # default by algorithm
+    batch_size: int = 512
+    epochs: int = 300  # upper bound; training stops when the target is reached
+    iit_weight: float = 1.0
+    siit_weight: float = 0.5
+    behavior_weight: float = 1.0
+    strict_prob: float = 0.5
+    target: float = 1.0  # early stop when accuracy, IIA and SIIA all reach this on validation ...
+    node_target: float | None = None  # ... and every non-aligned node's SIIA reaches this (default: target)
+    atol: float = 0.05
+    train_size: int = 20_000  # distinct training inputs (at most the input space)
+    pairs_per_epoch: int | None = None  # (base, source) pairs per epoch (default: train_size)
+    seed: int = 0
+    eval_pairs: int = 2_000  # validation pairs for the per-epoch metrics (the final check uses twice as many)
+    threads: int = 1
+    grad_clip: float | None = None  # clip the gradient's global norm to this before each optimizer step
+    source_gradients: bool = False  # differentiate through the low-level source activations too
+    time_limit_s: float | None = None  # stop after the epoch that crosses this wall time
+    cpu_limit_s: float | None = None  # ... or this much CPU time of the process (a budget independent of load)
+    edge_weight: float = 0.0  # edge-level strictness (zoo v2); 0 reproduces InterpBench
+    edge_sampling: str = "mixed"  # which non-ground-truth edges one example ablates (see SIITTrainer._edge_masks)
+    edge_target: float | None = None  # early stop also needs edge_siia at this (default: target)
+    invariant_edges: bool = True  # edge strictness also ablates ground-truth edges the program ignores (see invariant_edges())
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown SIIT algorithm {self.algorithm!r} (algorithm-1 or summed)")
+        if self.edge_sampling not in EDGE_SAMPLINGS:
+            raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
+        if self.betas is None:
+            self.betas = (0.9, 0.999) if self.algorithm == "algorithm-1" else (0.9, 0.9)
+        if self.lr_end is None:
+            self.lr_end = self.lr if self.algorithm == "algorithm-1" else 2e-4
+        if self.lr_decay_epochs is None:
+            self.lr_decay_epochs = self.epochs
+        if self.node_target is None:
+            self.node_target = self.target
+        if self.edge_target is None:
+            self.edge_target = self.target
+        if self.pairs_per_epoch is None:
+            self.pairs_per_epoch = self.train_size
+        self.betas = tuple(float(b) for b in self.betas)
+
+    @classmethod
+    def from_spec(cls, training: dict | None, **overrides) -> "TrainingConfig":
+        """A config from a case spec's ``training`` block; ``overrides`` that are not None win.
+
+        When the algorithm is overridden, betas / lr_end of the spec that belong to the other
+        algorithm's defaults are dropped so the new algorithm's defaults apply."""
+        known = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in (training or {}).items() if k in known}
+        over = {k: v for k, v in overrides.items() if v is not None and k in known}
+        if "algorithm" in over and over["algorithm"] != values.get("algorithm", "algorithm-1"):
+            for k in ("betas", "lr_end", "lr_decay_epochs"):
+                values.pop(k, None)
+        values.update(over)
+        return cls(**values)
+
+    @property
+    def kind(self) -> str:
+        return "siit" if self.siit_weight > 0 else "iit"
+
+    @property
+    def edge_strict(self) -> bool:
+        return self.kind == "siit" and self.edge_weight > 0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
