@@ -21,7 +21,7 @@ treats it like a compiled Tracr model: the nodes are ``a0.h0`` (duplicate), ``a1
 exact for these integers; ``d_vocab`` for the name mover). :func:`cbench.tasks.interchange.run_interchanged`
 and ``run_with_cache`` work on it through those hooks (what ``cbench verify`` uses), and
 ``forward(tokens, source, mask)`` interchanges per example by masks without hooks (what SIIT
-training uses: the same protocol as ``cbench_builders.interchange.ComponentForward``). Its
+training uses: the same protocol as ``cbench_builders.siit.interchange.ComponentForward``). Its
 output at the last position is what a low-level model is trained and verified against; at the
 other positions its running sums have no meaning for the task (the low-level model predicts the
 next word there).
