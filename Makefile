@@ -10,7 +10,17 @@ setup: $(STAMP)
 
 # torch==2.13.0 is installed first and on its own: that CPU build lies on this
 # machine's disk, and pinning it before the rest keeps pip from pulling a CUDA build.
+# bubblewrap (Debian's `bubblewrap`, the `bwrap` binary) is the OS boundary of `cbench find
+# score` (SECURITY.md); installed here as root when missing, else its absence is only reported:
+# scoring then refuses to run submitted code (or runs it with --trust-code).
 $(STAMP): pyproject.toml
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else \
+	    echo "note: bubblewrap (bwrap) is not installed; \`cbench find score\` refuses to run submitted code" \
+	         "until it is (as root: apt-get install bubblewrap)" >&2; \
+	  fi; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0

@@ -1,22 +1,39 @@
 """The sandbox supervisor: run untrusted interpreter code, one forked process per entry.
 
-Started by :mod:`cbench.find.sandbox` as ``python -I _sandbox_child.py`` (inside ``unshare -n``
-when available) with a stripped environment, an empty temporary working directory and resource
-limits. It imports nothing from cbench and never sees any answer: it reads the code and the
+:mod:`cbench.find.sandbox` starts this file as ``python -I -S /sandbox/child.py --sandboxed``
+inside bubblewrap (fresh user, PID, mount, network, IPC, UTS and cgroup namespaces; uid 65534
+with no capabilities and no_new_privs; a read-only root holding only the interpreter, its
+libraries and numpy; the seccomp filter of :mod:`cbench.find._seccomp`, bound beside this
+file as ``/sandbox/_seccomp.py``). It imports nothing else from cbench and never sees an
+answer; it is the init of the sandbox's PID namespace. It writes one status line (what the kernel says
+about this process: namespaces, uid map, seccomp, capabilities), then reads the code and the
 inputs on stdin and writes one JSON line per entry (outputs or a failure reason) on stdout.
 
 Each entry runs in a fork of this process that, before the user's code runs,
   * keeps exactly four file descriptors (0-2 -> /dev/null, 3 -> the result pipe) and lowers
     RLIMIT_NOFILE to 4, so the kernel refuses every new file, socket or pipe (EMFILE);
-  * sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE = 0 and RLIMIT_NPROC = 0;
+  * sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE = 0, RLIMIT_NPROC = 0, RLIMIT_CORE = 0;
+  * moves to its own process group and installs a second seccomp filter
+    (``_seccomp.program("entry", pid)``): no new processes (fork, vfork, clone without CLONE_THREAD), no exec,
+    no signals to any process but itself, no setpgid/setsid, no memfd;
   * installs an audit hook that refuses opening files, sockets, new imports, subprocesses,
     exec, fork, kill, ctypes and setrlimit (and remembers the first attempt, so catching the
-    PermissionError does not help: the entry fails with that reason);
+    PermissionError does not help: the entry fails with that reason). The hook is a second
+    line only: the code can switch it off, the kernel limits above stay;
   * counts what the code prints; past the limit the entry fails.
-The supervisor kills an entry that outlives its wall-clock limit.
+The supervisor is not dumpable (entries cannot read its memory, descriptors or environment),
+kills an entry that outlives its wall-clock limit and, as the init of the sandbox's PID
+namespace, kills every other process (``kill(-1, SIGKILL)``) after each entry. Results an entry writes
+are checked (:func:`clean_result`) before they are passed on, and again by the host.
+
+``--probe`` (run outside the sandbox by the host, never on user code) prints the files this
+process maps once everything is imported, from which the host builds the sandbox's root.
+Without ``--sandboxed`` (``cbench find score --trust-code``) the same supervisor runs without
+the OS boundary; it still installs both seccomp filters itself.
 """
 
 import json
+import math
 import os
 import resource
 import select
@@ -24,22 +41,34 @@ import signal
 import sys
 import time
 
+if __name__ == "__main__" and "--site" in sys.argv:  # numpy, bound read-only by the host
+    sys.path.insert(0, sys.argv[sys.argv.index("--site") + 1])
+
 # what user code may use without importing anything new
-import bisect  # noqa: F401
-import cmath  # noqa: F401
-import collections  # noqa: F401
-import functools  # noqa: F401
-import heapq  # noqa: F401
-import itertools  # noqa: F401
-import math  # noqa: F401
-import operator  # noqa: F401
-import random  # noqa: F401
-import re  # noqa: F401
-import statistics  # noqa: F401
-import string  # noqa: F401
+import bisect  # noqa: F401,E402
+import cmath  # noqa: F401,E402
+import collections  # noqa: F401,E402
+import functools  # noqa: F401,E402
+import heapq  # noqa: F401,E402
+import itertools  # noqa: F401,E402
+import operator  # noqa: F401,E402
+import random  # noqa: F401,E402
+import re  # noqa: F401,E402
+import statistics  # noqa: F401,E402
+import string  # noqa: F401,E402
 
-import numpy  # noqa: F401
+import numpy  # noqa: E402
 
+if __name__ == "__main__":  # /sandbox/_seccomp.py beside /sandbox/child.py (or this package's folder)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _seccomp as seccomp  # noqa: E402
+
+    del sys.path[0]
+else:
+    from cbench.find import _seccomp as seccomp  # noqa: E402
+
+
+# =========================================================================== the entry
 BLOCKED = {
     "open": "tried to open a file", "os.listdir": "tried to list a directory", "os.scandir": "tried to list a directory",
     "import": "tried to import a module that is not preloaded", "socket.": "tried to open a socket",
@@ -115,6 +144,8 @@ def _run_entry(entry, numeric_inputs, limits):
         compiled = compile(code, "<submission>", "exec")
     except (SyntaxError, ValueError) as exc:
         return {"ok": False, "reason": f"code does not compile: {type(exc).__name__}: {exc}"}
+    for name in [m for m in sys.modules if m == "ctypes" or m.startswith("ctypes.")]:
+        del sys.modules[name]  # importing it again goes through the hook
     sys.addaudithook(_hook)
     ns = {"__name__": "submission", "np": numpy, "numpy": numpy, "math": math}
     try:
@@ -158,6 +189,33 @@ def _run_entry(entry, numeric_inputs, limits):
     return {"ok": True, "outputs": outs, "errors": errors}
 
 
+def clean_result(res, kind, n_inputs):
+    """The result an entry reported, checked: ``{"ok": False, "reason": str}`` or ``{"ok": True,
+    "outputs": [n_inputs of float|None (numeric) or str|None (strings)], "errors": int}``;
+    None for anything else (an entry writes what it likes on its pipe)."""
+    if not isinstance(res, dict) or not isinstance(res.get("ok"), bool):
+        return None
+    if not res["ok"]:
+        reason = res.get("reason")
+        return {"ok": False, "reason": reason[:1000] if isinstance(reason, str) and reason else "failed"}
+    outs, errors = res.get("outputs"), res.get("errors", 0)
+    if not isinstance(outs, list) or len(outs) != n_inputs:
+        return None
+    if type(errors) is not int or not 0 <= errors <= n_inputs:
+        return None
+    clean = []
+    for y in outs:
+        if y is None:
+            clean.append(None)
+        elif kind == "numeric" and type(y) in (int, float) and math.isfinite(y):
+            clean.append(float(y))
+        elif kind == "strings" and type(y) is str:
+            clean.append(y)
+        else:
+            return None
+    return {"ok": True, "outputs": clean, "errors": errors}
+
+
 def _child(entry, numeric_inputs, limits, wfd):
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -165,19 +223,19 @@ def _child(entry, numeric_inputs, limits, wfd):
     if wfd != 3:
         os.dup2(wfd, 3)
     os.closerange(4, 65536)
+    os.setpgid(0, 0)
     cpu = int(limits["cpu_s"])
     mem = int(limits["memory_mb"]) * 1024 * 1024
     for lim, soft, hard in ((resource.RLIMIT_NOFILE, 4, 4), (resource.RLIMIT_CPU, cpu, cpu + 1),
                             (resource.RLIMIT_FSIZE, 0, 0), (resource.RLIMIT_NPROC, 0, 0), (resource.RLIMIT_CORE, 0, 0),
-                            (resource.RLIMIT_AS, mem, mem)):
+                            (resource.RLIMIT_MSGQUEUE, 0, 0), (resource.RLIMIT_AS, mem, mem)):
         try:
             resource.setrlimit(lim, (soft, hard))
         except (ValueError, OSError):
-            pass
-    try:
-        result = _run_entry(entry, numeric_inputs, limits)
-    except BaseException as exc:  # noqa: BLE001
-        result = {"ok": False, "reason": _State.violation or f"sandbox error: {type(exc).__name__}"}
+            if lim in (resource.RLIMIT_NOFILE, resource.RLIMIT_CPU, resource.RLIMIT_AS, resource.RLIMIT_FSIZE):
+                raise
+    seccomp.install(seccomp.program("entry", os.getpid()))
+    result = _run_entry(entry, numeric_inputs, limits)
     data = json.dumps(result).encode()
     view = memoryview(data)
     while view:
@@ -192,6 +250,12 @@ def _supervise(entry, numeric_inputs, limits):
         try:
             os.close(r)
             _child(entry, numeric_inputs, limits, w)
+        except BaseException as exc:  # noqa: BLE001 - report it as this entry's failure, never go on
+            try:
+                msg = json.dumps({"ok": False, "reason": _State.violation or f"sandbox error: {type(exc).__name__}"})
+                os.write(3, msg.encode())
+            except BaseException:  # noqa: BLE001
+                pass
         finally:
             os._exit(0)
     os.close(w)
@@ -229,18 +293,154 @@ def _supervise(entry, numeric_inputs, limits):
             return {"ok": False, "reason": f"used more than {limits['cpu_s']} s of CPU time (stopped)"}
         return {"ok": False, "reason": f"crashed with signal {signal.Signals(sig).name}"}
     try:
-        return json.loads(b"".join(chunks) or b"null") or {"ok": False, "reason": "returned nothing"}
-    except ValueError:
+        res = json.loads(b"".join(chunks) or b"null")
+    except (ValueError, RecursionError):
         return {"ok": False, "reason": "returned malformed output"}
+    if res is None:
+        return {"ok": False, "reason": "returned nothing"}
+    n = len(numeric_inputs) if entry["kind"] == "numeric" else len(entry.get("inputs") or [])
+    return clean_result(res, entry["kind"], n) or {"ok": False, "reason": "returned malformed output"}
+
+
+# =========================================================================== the supervisor
+def _in_sandbox_pid_namespace():
+    """True when this process is the init of its PID namespace (bwrap --as-pid-1), so
+    ``kill(-1)`` reaches only the sandbox's own processes."""
+    return os.getpid() == 1
+
+
+def _sweep():
+    """As the init of the sandbox's PID namespace only: kill every other process (nothing but
+    the current entry should exist), then reap them."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.001)
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def status() -> dict:
+    """What the kernel says about this process (checked by the host before it sends any code)."""
+    st = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, val = line.partition(":")
+            if key in ("Uid", "Gid", "NoNewPrivs", "Seccomp", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb",
+                       "NSpid"):
+                st[key] = val.split()
+    for name in ("uid_map", "gid_map"):
+        try:
+            with open(f"/proc/self/{name}") as f:
+                st[name] = [line.split() for line in f if line.strip()]
+        except OSError:
+            st[name] = None
+    st["ns"] = {}
+    for ns in ("user", "pid", "mnt", "net", "ipc", "uts"):
+        try:
+            st["ns"][ns] = os.readlink(f"/proc/self/ns/{ns}")
+        except OSError:
+            st["ns"][ns] = None
+    try:
+        import _socket
+
+        s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        s.close()
+        st["inet_socket"] = "allowed"
+    except OSError as exc:
+        st["inet_socket"] = f"refused (errno {exc.errno})"
+    sys.modules.pop("_socket", None)  # importing it again goes through the hook
+    try:
+        with open("/proc/net/dev") as f:
+            st["net_devices"] = sorted(line.split(":")[0].strip() for line in f if ":" in line)
+    except OSError:
+        st["net_devices"] = None
+    st["pid"] = os.getpid()
+    st["cwd"] = os.getcwd()
+    st["cwd_writable"] = os.access(".", os.W_OK) and _writable(".")
+    st["root_writable"] = _writable("/")
+    return st
+
+
+def _writable(d):
+    try:
+        fd = os.open(os.path.join(d, ".cbench-write-test"), os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(os.path.join(d, ".cbench-write-test"))
+    return True
+
+
+def _probe():
+    """Outside the sandbox, on no user code: the files this interpreter maps with everything
+    the supervisor imports, and where its standard library and numpy live."""
+    import sysconfig
+
+    import _socket  # noqa: F401  (the status line uses it)
+
+    maps = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                maps.add(parts[5].rstrip("\n").removesuffix(" (deleted)"))
+    paths = sysconfig.get_paths()
+    print(json.dumps({"executable": os.path.realpath(sys.executable), "maps": sorted(maps),
+                      "stdlib": sorted({os.path.realpath(paths["stdlib"]), os.path.realpath(paths["platstdlib"])}),
+                      "numpy": os.path.realpath(os.path.dirname(numpy.__file__)), "machine": seccomp.machine()}))
 
 
 def main():
+    args = sys.argv[1:]
+    if "--probe" in args:
+        _probe()
+        return
+    sandboxed = "--sandboxed" in args
+    seccomp.prctl(seccomp.PR_SET_DUMPABLE, 0)
+    seccomp.prctl(seccomp.PR_SET_CHILD_SUBREAPER, 1)
+    notes = []
+    if not sandboxed:  # --trust-code: no bubblewrap; the filters are what is left
+        try:
+            seccomp.install(seccomp.program("sandbox"))
+        except OSError as exc:
+            notes.append(f"seccomp filter not installed: {exc}")
+    out = sys.stdout
+    st = status()
+    st["notes"] = notes
+    out.write(json.dumps({"status": st}) + "\n")
+    out.flush()
     payload = json.loads(sys.stdin.buffer.read())
     limits = payload["limits"]
     numeric_inputs = payload.get("numeric_inputs") or []
-    out = sys.stdout
-    for entry in payload["entries"]:
+    entries = payload["entries"]
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    mem = (int(limits["memory_mb"]) + 512) * 1024 * 1024
+    own = [(resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_MSGQUEUE, 0),
+           (resource.RLIMIT_NOFILE, 64), (resource.RLIMIT_AS, mem)]
+    if sandboxed:  # counted per user namespace: only this sandbox's processes
+        own.append((resource.RLIMIT_NPROC, 8))
+    for lim, val in own:
+        try:
+            resource.setrlimit(lim, (val, val))
+        except (ValueError, OSError):
+            pass
+    sweep = sandboxed and _in_sandbox_pid_namespace()
+    for entry in entries:
         res = _supervise(entry, numeric_inputs, limits)
+        if sweep:
+            _sweep()
         res["key"] = entry["key"]
         out.write(json.dumps(res) + "\n")
         out.flush()

@@ -23,7 +23,7 @@ import numpy as np
 import cbench.about as cbench
 from cbench.errors import SchemaError, UsageError
 from cbench.find import functions as F
-from cbench.find.sandbox import Limits, guarantees, run_submissions
+from cbench.find.sandbox import Limits, guarantees, resolve_boundary, run_submissions
 from cbench.find.suite import FindSuite
 
 NMSE_THRESHOLD = 0.1
@@ -85,8 +85,10 @@ def nmse(truth: np.ndarray, guess: np.ndarray) -> float:
 
 
 def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), submission_path: str | None = None,
-          all_functions: bool = False) -> dict:
-    """Score a validated submission document; returns a ``cbench/find-results/v1`` document."""
+          all_functions: bool = False, trust_code: bool = False) -> dict:
+    """Score a validated submission document; returns a ``cbench/find-results/v1`` document.
+    The code runs behind the sandbox's OS boundary, or not at all (SandboxUnavailableError),
+    unless ``trust_code``."""
     import time
 
     t0 = time.perf_counter()
@@ -103,7 +105,9 @@ def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), subm
         if fn.config == "strings":
             job["inputs"] = list(fn.test_inputs)
         jobs.append(job)
-    outcomes = run_submissions(jobs, grid.tolist(), limits)
+    boundary = resolve_boundary(trust_code, [suite.root])
+    outcomes = run_submissions(jobs, grid.tolist(), limits, trust_code=trust_code, boundary=boundary,
+                               private_paths=[suite.root])
 
     rows = []
     for e in entries:
@@ -164,7 +168,7 @@ def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), subm
         "summary": summarise(rows, suite),
         "functions": rows,
         "limits": {k: v for k, v in vars(limits).items()},
-        "sandbox": guarantees(),
+        "sandbox": guarantees(boundary),
         "cbench_version": cbench.__version__,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         "runtime_s": round(time.perf_counter() - t0, 2),
