@@ -16,6 +16,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
+
+from cbench.cli.options import FiniteFloatRange
 import torch
 
 from cbench.errors import BuildError, UsageError
@@ -119,13 +121,14 @@ def averaging_record(paths: list[Path]) -> dict:
               show_default=True)
 @click.option("--resume", is_flag=True, help="start from the checkpoint's weights")
 @click.option("--no-train", "no_train", is_flag=True, help="verify and write the checkpoint without training")
-@click.option("--time-limit", type=float, default=None, help="seconds of training (ends after the epoch crossing it)")
-@click.option("--epochs", type=int, default=2000, show_default=True)
-@click.option("--rows", type=int, default=3000, show_default=True, help="generator rows (8 pairs each)")
-@click.option("--batch-size", type=int, default=64, show_default=True)
-@click.option("--pairs-per-epoch", type=int, default=1024, show_default=True)
-@click.option("--eval-pairs", type=int, default=96, show_default=True)
-@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="seconds of training (ends after the epoch crossing it)")
+@click.option("--epochs", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--rows", type=click.IntRange(min=1), default=3000, show_default=True, help="generator rows (8 pairs each)")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--pairs-per-epoch", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--eval-pairs", type=click.IntRange(min=1), default=96, show_default=True)
+@click.option("--lr", type=FiniteFloatRange(min=0, min_open=True), default=1e-3, show_default=True)
 @click.option("--algorithm", type=click.Choice(["summed", "algorithm-1"]), default="algorithm-1", show_default=True,
               help="algorithm-1 (InterpBench's SIIT: each example resample-ablates one non-aligned node) or summed "
                    "(half of them at once); on IOI, summed left one node's SIIA at 0.2 for 280 epochs, "

@@ -87,23 +87,46 @@ def from_mib(doc: Mapping, graph, case: str, model: Mapping, *, method: str | No
     them). Neuron-level entries are dropped (cbench scores edges)."""
     if not is_mib_graph(doc):
         raise UsageError(f"{source} is not a MIB/EAP-IG graph file (a JSON object with cfg, nodes and edges)")
+    unknown = [k for k in doc if k not in MIB_KEYS]
+    if unknown:
+        raise SchemaError(f"{source}: unknown top-level key{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(map(repr, unknown))}; a MIB/EAP-IG graph file has only cfg, nodes and edges")
     nodes: dict[str, dict] = {}
     for name, entry in doc["nodes"].items():
+        if isinstance(entry, bool):  # EAP-IG's older layout: {name: in_graph}
+            entry = {"in_graph": entry}
         if not isinstance(entry, Mapping):
             raise SchemaError(f"{source}: $.nodes[{name!r}] is not an object")
         if not graph.has_node(name) and _dropped_mlp(graph, name, entry):
             continue
         out = {"in_graph": entry.get("in_graph")}
         if entry.get("score") is not None:
-            out["score"] = entry["score"]
+            out["score"] = _checked_score(entry["score"], f"$.nodes[{name!r}].score", source)
         nodes[name] = out
+    missing = [n.name for n in graph.nodes if n.name not in nodes]
+    if missing:
+        raise SchemaError(f"{source}: $.nodes lacks {len(missing)} node{'s' if len(missing) > 1 else ''} of the "
+                          f"model's graph ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); "
+                          "EAP-IG's Graph.to_json writes every node")
+    if "logits" in nodes and nodes["logits"]["in_graph"] is False:
+        raise SchemaError(f"{source}: $.nodes['logits'].in_graph is false; the logits node is always in the graph")
     edges: dict[str, dict] = {}
     for name, entry in doc["edges"].items():
         if not isinstance(entry, Mapping):
             raise SchemaError(f"{source}: $.edges[{name!r}] is not an object")
         if not graph.has_edge(name) and _dropped_mlp(graph, name, entry):
             continue
-        edges[name] = {"score": entry.get("score"), "in_graph": entry.get("in_graph")}
+        score = entry.get("score")
+        if score is None and "score" in entry:  # EAP-IG's older layout: an unscored edge
+            score = 0.0
+        elif score is not None:
+            score = _checked_score(score, f"$.edges[{name!r}].score", source)
+        edges[name] = {"score": score, "in_graph": entry.get("in_graph")}
+        if entry.get("in_graph") is True:
+            parent, child = name.split("->", 1) if "->" in name else (name, "")
+            for end in (parent, child.split("<", 1)[0]):
+                if end != "logits" and end in nodes and nodes[end]["in_graph"] is not True:
+                    raise SchemaError(f"{source}: edge {name!r} is in the graph but its node {end!r} is not")
     cfg = dict(doc["cfg"]) if isinstance(doc["cfg"], Mapping) else doc["cfg"]
     if isinstance(cfg, dict) and not graph.has_mlp:
         cfg.setdefault("has_mlp", False)
@@ -119,6 +142,18 @@ def from_mib(doc: Mapping, graph, case: str, model: Mapping, *, method: str | No
         "nodes": nodes,
         "edges": edges,
     }
+
+
+MAX_ABS_SCORE = 1e150  # sums and squares of the scores stay finite; a larger score is not a measurement
+
+
+def _checked_score(value, where: str, source: str):
+    """A finite number of sensible size (booleans and strings are left to the schema's check)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value) or abs(value) > MAX_ABS_SCORE:
+            raise SchemaError(f"{source}: {where} is {value!r}; a score must be finite and at most "
+                              f"{MAX_ABS_SCORE:g} in size")
+    return value
 
 
 def _dropped_mlp(graph, name: str, entry: Mapping) -> bool:

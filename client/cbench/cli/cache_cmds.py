@@ -25,10 +25,14 @@ def verify(repair, as_json):
     c = Cache()
     reports = verify_all(c)
     bad = [r for r in reports if not r.ok]
+    problem = c.index_problem()
+    index_damaged = problem is not None and problem != "missing"
     if repair:
         for r in bad:
             with c.repo_lock(r.ref):
                 discard(c, r)
+        if index_damaged:
+            c.set_aside_damaged_index()
     if as_json:
         click.echo(json.dumps([{"repo": r.ref.repo_id, "type": r.ref.repo_type, "sha": r.sha, "ok": r.ok,
                                 "config": r.config, "files": r.files, "problems": r.problems} for r in reports], indent=1))
@@ -38,6 +42,10 @@ def verify(repair, as_json):
                      + (f" config {r.config}" if r.config else ""))
             click.echo(f"{label}: {'OK' if r.ok else 'DAMAGED'} ({r.files} files)"
                        + ("" if r.ok else f": {r.summary()}"))
+        if index_damaged:
+            click.echo(f"the cache's index {c.index_path} is {problem}"
+                       + ("; set aside (a new one is written by the next pull)" if repair
+                          else "; run `cbench cache verify --repair`, then pull again what you need"))
         if not reports:
             click.echo(f"the cache {c.root} holds no snapshots")
         else:
@@ -45,7 +53,7 @@ def verify(repair, as_json):
                        + (" (removed; pull them again)" if repair and bad else
                           ("; `cbench pull NAME@SHA` downloads a damaged one again, or run "
                            "`cbench cache verify --repair`" if bad else "")))
-    if bad:
+    if bad or (index_damaged and not repair):
         raise SystemExit(1)
 
 

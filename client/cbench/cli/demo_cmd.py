@@ -13,13 +13,18 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.options import check_not_empty, check_out_dir
+
+DEMO_OUT = "results/demo"
 DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
 
 
 @click.command("demo")
 @click.option("--cases", default=DEMO_CASES, show_default=True, help="comma-separated case ids")
-@click.option("--methods", default=None, help="comma-separated discovery methods (default: every method of the bench)")
-@click.option("--out", "out_dir", default="results/demo", show_default=True, type=click.Path(file_okay=False))
+@click.option("--methods", default=None, callback=check_not_empty, help="comma-separated discovery methods (default: every method of the bench)")
+@click.option("--out", "out_dir", default=DEMO_OUT, show_default=True, type=click.Path(file_okay=False),
+              callback=lambda ctx, param, value: value if value == DEMO_OUT else check_out_dir(ctx, param, value),
+              help="results directory (its parent must exist, except for the default's)")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 def demo(cases, methods, out_dir, n_examples):
     """Pull the demo cases from the embedded hub, run the benchmark on them, print the table."""
@@ -27,6 +32,8 @@ def demo(cases, methods, out_dir, n_examples):
     from cbench.scoring.bench import run_bench
 
     t0 = time.perf_counter()
+    if out_dir == DEMO_OUT:
+        Path(out_dir).parent.mkdir(exist_ok=True)
     ids = [c.strip() for c in cases.split(",") if c.strip()]
     click.echo(f"== pulling the counterfactual pairs and {len(ids)} cases from the embedded hub")
     snap = pull("counterfactuals", repo_type="dataset")

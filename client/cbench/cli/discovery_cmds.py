@@ -19,7 +19,7 @@ from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.options import MAX_EXAMPLES, n_examples_option, split_option
 from cbench.cli.output import STDOUT, Output, json_option, out_option
-from cbench.errors import CbenchError, UsageError
+from cbench.errors import CacheDamagedError, CbenchError, UsageError
 
 
 def resolve_case(case: str):
@@ -36,7 +36,14 @@ def resolve_case(case: str):
     name, rev = parse_spec(case)
     try:
         snap = from_cache(name, rev, "model", Cache(), reason="not pulled")
+    except CacheDamagedError:
+        raise  # says what is wrong and how to repair it
     except CbenchError:
+        from cbench.hub.cache_verify import index_damage_message
+
+        damage = index_damage_message(Cache(), name)  # on disk, but the index does not vouch for it
+        if damage is not None:
+            raise CacheDamagedError(damage) from None
         raise UsageError(f"case {case!r} is not pulled; run `cbench pull {case}` first "
                          f"(or pass a model artifact directory)") from None
     art = read_model_artifact(snap.path)

@@ -25,8 +25,10 @@ def export(scores, fmt, out, d_model):
     from cbench.errors import SchemaError
     from cbench.artifacts.mib_format import to_mib
     from cbench.scoring.report import write_bytes_atomic
+    from cbench.files.safe_io import refuse_input_as_output
     from cbench.schemas import read_json, validate
 
+    refuse_input_as_output([("--out", out)], [("SCORES", scores)])
     doc = read_json(scores)
     violations = validate(doc, "edge-scores")
     if violations:

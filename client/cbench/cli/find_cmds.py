@@ -14,11 +14,12 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.options import FiniteFloatRange, check_not_empty, check_out
 from cbench.errors import UsageError
 
 _SUITE = click.option("--suite", "suite_dir", type=click.Path(path_type=Path), default=None,
                       help="a local FIND suite directory (default: pull cbench/find from the hub)")
-_REVISION = click.option("--revision", default=None, help="version of cbench/find to pull, e.g. v1.0.0")
+_REVISION = click.option("--revision", default=None, callback=check_not_empty, help="version of cbench/find to pull, e.g. v1.0.0")
 
 
 def _load(suite_dir, revision):
@@ -72,27 +73,33 @@ def call_cmd(function_id, inputs, seed, as_json, suite_dir, revision):
 
 @find.command("score")
 @click.argument("submissions", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="write the results JSON here")
+@click.option("--out", type=click.Path(path_type=Path), default=None, callback=check_out,
+              help="write the results JSON here")
 @click.option("--all", "all_functions", is_flag=True, help="count functions missing from the submission as failures")
-@click.option("--wall-s", type=float, default=10.0, show_default=True, help="wall-clock limit per function")
+@click.option("--wall-s", type=FiniteFloatRange(0, min_open=True), default=10.0, show_default=True, help="wall-clock limit per function")
 @click.option("--cpu-s", type=int, default=5, show_default=True, help="CPU-time limit per function")
 @click.option("--memory-mb", type=int, default=1024, show_default=True, help="address-space limit per function")
 @click.option("--json", "as_json", is_flag=True, help="print the results document instead of the table")
+@click.option("--trust-code", is_flag=True,
+              help="if the OS sandbox (bubblewrap) cannot be set up, run the code without it; only for code you trust")
 @_SUITE
 @_REVISION
-def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json, suite_dir, revision):
+def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json, trust_code, suite_dir, revision):
     """Score SUBMISSIONS (JSON Lines: {"id", "code", "interval"?}) in the sandbox."""
     from cbench.artifacts.serialization import write_json
     from cbench.find.sandbox import Limits
     from cbench.find.scoring import format_table, read_submission, score
     from cbench.schemas import validate
 
+    from cbench.files.safe_io import refuse_input_as_output
+
+    refuse_input_as_output([("--out", out)], [("SUBMISSIONS", submissions)])
     if wall_s <= 0 or cpu_s < 1 or memory_mb < 64:
         raise UsageError("limits must be positive (--wall-s > 0, --cpu-s >= 1, --memory-mb >= 64)")
     doc = read_submission(submissions)
     suite = _load(suite_dir, revision)
     results = score(suite, doc, limits=Limits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb),
-                    submission_path=str(submissions), all_functions=all_functions)
+                    submission_path=str(submissions), all_functions=all_functions, trust_code=trust_code)
     problems = validate(results, "find-results")
     if problems:  # a bug, not a user error: say so plainly
         raise RuntimeError("results do not satisfy find-results: " + "; ".join(map(str, problems[:5])))
@@ -104,7 +111,7 @@ def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json
 
 
 @find.command("baseline")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("--out", type=click.Path(path_type=Path), default=None, callback=check_out,
               help="write the submission (JSON Lines) here (default: stdout)")
 @click.option("--config", type=click.Choice(["numeric", "strings"]), default=None, help="only this config")
 @click.option("--ids", default=None, help="comma-separated function ids")
@@ -137,6 +144,7 @@ def baseline_cmd(out, config, ids, limit, seed, suite_dir, revision):
     if out is None:
         sys.stdout.write(text)
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        from cbench.files.safe_io import write_output
+
+        write_output(out, text.encode("utf-8"))
         click.echo(f"wrote {len(entries)} entries to {out} ({time.process_time() - t0:.1f} CPU s)", err=True)

@@ -258,6 +258,8 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
     from cbench.hub.pull import short_name
 
     rows: list[dict] = []
+    if hf_offline() and (endpoint is not None or hub_dir is not None):
+        select_remote(endpoint, hub_dir)  # offline lists the cache, but a bad --hub/--endpoint is still an error
     remote = None if hf_offline() else select_remote(endpoint, hub_dir)
     if remote is not None and remote.hub_dir is not None:
         hub = remote.hub

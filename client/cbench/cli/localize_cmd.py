@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cbench.runtime.threads import use_cpu_threads
+from cbench.cli.options import FiniteFloatRange
 from cbench.cli.output import Output, json_option, out_option
 
 
@@ -18,7 +19,7 @@ from cbench.cli.output import Output, json_option, out_option
               help="comma-separated locations (a1.h0, m0, resid.1, a0.h0+m0, m0[5,6]); default: every node and "
                    "residual layer, and the aligned location")
 @click.option("--steps", type=click.IntRange(1, 100_000), default=64, show_default=True, help="DAS optimiser steps")
-@click.option("--lr", type=click.FloatRange(0, min_open=True), default=0.01, show_default=True, help="DAS learning rate")
+@click.option("--lr", type=FiniteFloatRange(0, min_open=True), default=0.01, show_default=True, help="DAS learning rate")
 @click.option("--n-train", type=click.IntRange(1, 1_000_000), default=2048, show_default=True, help="train pairs")
 @click.option("--n-test", type=click.IntRange(1, 1_000_000), default=1000, show_default=True, help="test pairs")
 @click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, exists=True), default=None,

@@ -35,3 +35,42 @@ def check_out(ctx, param, value):
 
     output_target(value, param.opts[0] if param.opts else str(param.name))
     return value
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A :class:`click.FloatRange` that also refuses ``nan`` and ``inf`` (a plain FloatRange lets
+    ``nan`` through every bound, since no comparison with it is true)."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
+
+
+def check_out_dir(ctx, param, value):
+    """Click callback for a directory ``--out``/``--html``: not empty, new or a directory, in an
+    existing parent (see :func:`cbench.files.safe_io.output_directory`)."""
+    if value is None:
+        return None
+    from cbench.files.safe_io import output_directory
+
+    output_directory(value, param.opts[0] if param.opts else str(param.name))
+    return value
+
+
+def check_not_empty(ctx, param, value):
+    """Click callback: a given string value (or comma-separated list) must name something; an empty
+    one is a usage error, never a silent fall-back to the default."""
+    if value is None:
+        return None
+    if not any(part.strip() for part in str(value).split(",")):
+        from cbench.errors import UsageError
+
+        raise UsageError(f"{param.opts[0] if param.opts else param.name} is empty; leave the option out for "
+                         "the default")
+    return value

@@ -28,7 +28,9 @@ def check_out_or_stdout(ctx, param, value):
 
 
 def out_option(what: str = "write the results document here", **kw):
-    return click.option("--out", "out", default=None, callback=check_out_or_stdout, metavar="FILE|-",
+    if not kw.get("required"):  # click 8.3 counts an explicit default=None as given: required needs none
+        kw.setdefault("default", None)
+    return click.option("--out", "out", callback=check_out_or_stdout, metavar="FILE|-",
                         help=f"{what} ('-': standard output)", **kw)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import click
 
+from cbench.cli.options import check_out_dir
+
 
 @click.command("report")
 @click.argument("results", type=click.Path(file_okay=False, exists=True))
-@click.option("--html", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="directory of the site (index.html, cases/, methods/, img/)")
+@click.option("--html", "out_dir", required=True, type=click.Path(file_okay=False), callback=check_out_dir,
+              help="directory of the site (index.html, cases/, methods/, img/): new, empty, or an earlier "
+                   "report; its parent must exist")
 @click.option("--against", default=None, help="the method p-values and A12 compare with [default: acdc]")
 def report(results, out_dir, against):
     """Turn the results of `cbench bench --out RESULTS` (and the submissions kept in the site)

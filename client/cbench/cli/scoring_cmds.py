@@ -17,9 +17,11 @@ import click
 
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
-from cbench.cli.options import check_out, n_examples_option, split_option
+from cbench.cli.options import (FiniteFloatRange, check_not_empty, check_out, check_out_dir, n_examples_option,
+                                 split_option)
 from cbench.cli.output import Output, json_option, out_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
+from cbench.files.safe_io import refuse_input_as_output
 
 from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
 
@@ -197,6 +199,7 @@ def score(case, scores, out, as_json, plot, signed, include_no_signal, n_example
     model's behaviour on the case's data) are left out unless --include-no-signal."""
     from cbench.scoring.report import file_input, plot_roc, results_document
 
+    refuse_input_as_output([("--out", out), ("--plot", plot)], [("SCORES", scores)])
     t0 = time.perf_counter()
     o = Output(as_json, out)
     artifact = _artifact(case)
@@ -232,6 +235,7 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
+    refuse_input_as_output([("--out", out)], [("SUBMISSION", submission)])
     use_cpu_threads()
     import cbench.schemas as validation
     from cbench.scoring.report import file_input, fmt, results_document
@@ -332,9 +336,9 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
 @click.argument("circuit")
 @click.option("--test", "tests", multiple=True, required=True,
               type=click.Choice(TEST_NAMES + ("all",)), help="which test (repeatable; 'all' runs the five)")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
-@click.option("--q-star", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True)
-@click.option("--epsilon", type=click.FloatRange(0, 0.5, min_open=True, max_open=True), default=0.1, show_default=True)
+@click.option("--alpha", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
+@click.option("--q-star", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.9, show_default=True)
+@click.option("--epsilon", type=FiniteFloatRange(0, 0.5, min_open=True, max_open=True), default=0.1, show_default=True)
 @click.option("--n-random", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--n-permutations", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @click.option("--n-reference", type=click.IntRange(1, 1_000_000), default=1000, show_default=True,
@@ -352,6 +356,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
                  ablation, metric, out, as_json, n_examples, split, sampled, seed):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
     edges, a list of edge names, or 'truth') on CASE."""
+    refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
     use_cpu_threads()
     from cbench.scoring import hypothesis_tests as H
     from cbench.scoring.report import file_input, fmt, results_document
@@ -402,9 +407,9 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @click.argument("case")
 @click.argument("circuit")
 @click.option("--k", "k_worst", type=click.IntRange(0, 1000), default=10, show_default=True, help="worst pairs to show")
-@click.option("--percentile", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
-@click.option("--margin", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
+@click.option("--percentile", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
+@click.option("--margin", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.005, show_default=True)
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="kl (categorical) or l2 (numerical)")
 @out_option()
 @json_option
@@ -412,6 +417,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, as_json, n_examples, split, sampled, seed):
     """Distribution of KL(model || circuit) over every base x source pair of a split, its
     percentiles (raw and z-scores), the worst pairs, and the sample size for a percentile bound."""
+    refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
     use_cpu_threads()
     from cbench.scoring.adversarial import adversarial_evaluation
     from cbench.scoring.report import file_input, fmt, results_document
@@ -451,8 +457,9 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 # ----------------------------------------------------------------------------- bench
 @click.command("bench")
 @click.option("--cases", default="main", show_default=True, help="'main', 'appendix-h', 'all' (every released SIIT model) or a comma-separated list like 3,33")
-@click.option("--methods", default=None, help="comma-separated methods (default: all)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="results directory")
+@click.option("--methods", default=None, callback=check_not_empty, help="comma-separated methods (default: all)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=check_out_dir,
+              help="results directory (its parent must exist)")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 @click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
 @click.option("--seed", type=int, default=0, show_default=True)

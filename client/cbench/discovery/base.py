@@ -25,6 +25,7 @@ from cbench.tasks.data import TaskData
 
 
 # ---------------------------------------------------------------------------- hyperparameters
+MAX_PARAM_INT = 2**31 - 1  # no count, size or seed of a method is larger; a bigger one is a typo
 @dataclass(frozen=True)
 class Param:
     type: type
@@ -47,13 +48,18 @@ class Param:
                 else:
                     raise ValueError
             elif self.type is int and isinstance(value, str):
-                v = int(float(value)) if float(value).is_integer() else int(value)
+                try:
+                    v = int(value)
+                except ValueError:  # 1e3, 64.0
+                    v = int(float(value)) if float(value).is_integer() else int(value)
             else:
                 v = self.type(value)
         except (TypeError, ValueError):
             raise UsageError(f"{method}: {name} must be {self.type.__name__} (got {value!r})") from None
         if isinstance(v, float) and not math.isfinite(v):
             raise UsageError(f"{method}: {name} must be finite (got {value!r})")
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_PARAM_INT:
+            raise UsageError(f"{method}: {name} {value!r} is out of range (at most {MAX_PARAM_INT} in size)")
         if self.choices is not None and v not in self.choices:
             raise UsageError(f"{method}: {name} must be one of {', '.join(map(str, self.choices))} (got {value!r})")
         if self.low is not None and (v < self.low or (v == self.low and not self.low_inclusive)):

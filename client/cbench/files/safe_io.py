@@ -57,10 +57,66 @@ def output_target(path: str | os.PathLike, option: str = "--out") -> Path:
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{option} {target}{via} is {describe_mode(st.st_mode)}; cbench writes only new or "
                          "regular files")
+    if str(text).endswith(("/", os.sep)) or (os.altsep and str(text).endswith(os.altsep)):
+        raise UsageError(f"{option} {text}: ends in {os.sep!r}, so it names a directory; give a file name")
     parent = target.parent
     if not parent.is_dir():
-        raise UsageError(f"{option} {p}: directory {parent} does not exist")
+        raise UsageError(f"{option} {p}: directory {parent} does not exist; create it first "
+                         "(cbench does not create missing directories)")
     return target
+
+
+def output_directory(path: str | os.PathLike, option: str = "--out") -> Path:
+    """The directory a command writes its files into, checked before any work: not empty, new or
+    an existing directory (a file, device or FIFO is refused), in an existing parent directory
+    (cbench creates the last directory of the path, never missing parents). UsageError otherwise."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise UsageError(f"{option} is empty; give a directory name")
+    if "\0" in str(text):
+        raise UsageError(f"{option} {text!r} contains a NUL byte")
+    p = Path(text)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot use it ({exc.strerror or exc})") from None
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
+        return p
+    parent = Path(os.path.abspath(p)).parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {p}: directory {parent} does not exist; create it first "
+                         "(cbench does not create missing directories)")
+    return p
+
+
+def refuse_input_as_output(outputs, inputs) -> None:
+    """UsageError when an output names one of the command's input files (the same file after
+    symlinks, hard links and ``..``), or two outputs name one file: writing it would destroy what
+    the user had. ``outputs`` and ``inputs`` are ``(option, path)`` pairs; ``None`` and ``-``
+    (standard output) are skipped, as are paths that do not exist yet."""
+    outs = [(o, p) for o, p in outputs if p is not None and os.fspath(p) != "-"]
+    ins = [(o, p) for o, p in inputs if p is not None and os.fspath(p) != "-"]
+    for i, (opt, out) in enumerate(outs):
+        for what, other in ins + outs[i + 1:]:
+            if _same_file(out, other):
+                raise UsageError(f"{opt} {out} is the same file as {what} {other}; cbench does not overwrite "
+                                 "what a command reads or writes twice: give another file name")
+
+
+def _same_file(a, b) -> bool:
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except (OSError, ValueError):
+        pass
+    try:  # neither exists yet: the same name after resolving
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
 
 
 def write_output(path: str | os.PathLike, data: bytes, option: str = "--out") -> Path:

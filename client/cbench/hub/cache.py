@@ -116,11 +116,64 @@ class Cache:
     def read_index(self) -> dict:
         try:
             data = json.loads(self.index_path.read_text())
-            if isinstance(data, dict) and data.get("format") == INDEX_FORMAT:
+            if isinstance(data, dict) and data.get("format") == INDEX_FORMAT and isinstance(data.get("repos"), dict):
                 return data
         except (OSError, ValueError):
             pass
         return {"format": INDEX_FORMAT, "repos": {}}
+
+    def index_problem(self) -> str | None:
+        """None when ``index.json`` reads as a cache index; else ``"missing"`` or what is wrong."""
+        try:
+            text = self.index_path.read_bytes()
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return "damaged (not JSON)"
+        if not (isinstance(data, dict) and data.get("format") == INDEX_FORMAT and isinstance(data.get("repos"), dict)):
+            return "damaged (not a cbench cache index)"
+        return None
+
+    def unindexed_snapshots(self) -> list[tuple[RepoRef, str]]:
+        """Snapshot directories on disk that the index does not list as complete: left by a
+        damaged or deleted ``index.json``, or by a pull killed before its completion marker.
+        They are never used (the index is the completion marker)."""
+        from cbench.hub.repos import REPO_TYPES
+
+        out = []
+        try:
+            folders = sorted(self.root.iterdir())
+        except OSError:
+            return out
+        repos = self.read_index()["repos"]
+        for folder in folders:
+            rtype, _, rest = folder.name.partition("s--")
+            if rtype not in REPO_TYPES or "--" not in rest or not (folder / "snapshots").is_dir():
+                continue
+            ref = RepoRef(rest.replace("--", "/", 1), rtype)
+            known = repos.get(ref.key, {}).get("snapshots", {})
+            configs = repos.get(ref.key, {}).get("configs", {})
+            try:
+                shas = sorted(d.name for d in (folder / "snapshots").iterdir() if d.is_dir())
+            except OSError:
+                continue
+            out += [(ref, sha) for sha in shas if sha not in known and sha not in configs]
+        return out
+
+    def set_aside_damaged_index(self) -> None:
+        """Move an unreadable ``index.json`` to ``index.json.damaged-<time>`` (kept for a look,
+        never overwritten) before a new one is written."""
+        problem = self.index_problem()
+        if problem is not None and problem != "missing":
+            try:
+                os.replace(self.index_path, self.index_path.with_name(
+                    f"index.json.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"))
+            except OSError:
+                pass
 
     @contextmanager
     def _index_update(self) -> Iterator[dict]:
@@ -132,6 +185,7 @@ class Cache:
                 pid = stale.name.split(".")[1]
                 if pid.isdigit() and not _alive(int(pid)):
                     stale.unlink(missing_ok=True)
+            self.set_aside_damaged_index()
             data = self.read_index()
             yield data
             tmp = self.index_path.with_name(f"index.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -235,7 +235,27 @@ def verify_all(cache: Cache) -> list[Report]:
         for sha, configs in sorted(entry.get("configs", {}).items()):
             if sha not in entry.get("snapshots", {}):  # a full snapshot covers its configs
                 out += [check_config(cache, ref, sha, c) for c in sorted(configs)]
+    problem = cache.index_problem()
+    why = (f"the cache's index {cache.index_path} is {problem}" if problem is not None
+           else "a pull did not finish")
+    for ref, sha in cache.unindexed_snapshots():
+        out.append(Report(ref, sha, cache.snapshot_dir(ref, sha),
+                          [f"not recorded as verified and complete ({why}); it is not used"]))
     return out
+
+
+def index_damage_message(cache: Cache, name: str) -> str | None:
+    """What to say when ``name`` is not in the index while snapshots of it are on disk (the
+    index is damaged or was deleted), else None."""
+    problem = cache.index_problem()
+    on_disk = [ref for ref, _ in cache.unindexed_snapshots()
+               if ref.repo_id == name or ref.repo_id.split("/", 1)[1] == name]
+    if not on_disk:
+        return None
+    why = f"its index {cache.index_path} is {problem}" if problem else "it holds snapshots no pull completed"
+    return (f"the cache {cache.root} is damaged: {why}, so the snapshot of {on_disk[0].repo_id} on disk is not "
+            f"used. Run `cbench cache verify --repair` (removes what the index does not vouch for), then "
+            f"`cbench pull {name}` with the hub reachable")
 
 
 def discard(cache: Cache, rep: Report) -> None:

@@ -169,7 +169,8 @@ def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: H
         new_repo = not (final / ".git").exists()
         if not new_repo:
             _check_new_version(repo_id, version, hub.refs(repo_id, repo_type))
-        with tempfile.TemporaryDirectory(prefix=".publish-", dir=hub.root) as tmp:
+        remove_stale_publish_temporaries(hub.root)
+        with tempfile.TemporaryDirectory(prefix=f".publish-{os.getpid()}-", dir=hub.root) as tmp:
             tmp = Path(tmp)
             repo = final
             if new_repo:
@@ -188,6 +189,42 @@ def _publish_local(src: Path, repo_id: str, repo_type: str, version: str, hub: H
             # non-bare hub repo should show its newest version)
             git(final, "reset", "-q", "--hard", "refs/heads/main")
     return PublishResult(repo_id, repo_type, version, commit, str(hub.root))
+
+
+STALE_PUBLISH_S = 3600.0  # a .publish-* directory of no known owner this old was left by a killed publish
+
+
+def remove_stale_publish_temporaries(root: Path, max_age_s: float = STALE_PUBLISH_S) -> list[str]:
+    """Remove the ``.publish-<pid>-*`` working directories a killed publish (or seeding, or a
+    pull that seeded) left in the hub ``root``: those whose process is gone, and those without a
+    pid (older clients) untouched for ``max_age_s``. Returns the names removed."""
+    import re
+    import shutil
+    import time
+
+    from cbench.files.safe_io import pid_alive
+
+    removed = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not entry.name.startswith(".publish-") or not entry.is_dir(follow_symlinks=False):
+            continue
+        m = re.match(r"^\.publish-(\d+)-", entry.name)
+        try:
+            if m:
+                stale = int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1)))
+            else:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > max_age_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
 
 
 def _commit_tree(repo: Path, src: Path, repo_id: str, version: str, index: Path, timestamp: int | None = None) -> str:

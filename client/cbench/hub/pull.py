@@ -310,6 +310,12 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
             return snap
         raise UnknownRevisionError(f"{reason}; {repo_id} {revision} is not in the cache "
                                    f"(cached versions: {', '.join(cache.cached_versions(ref)) or 'none'})")
+    from cbench.hub.cache_verify import index_damage_message
+
+    if cache.index_problem() not in (None, "missing"):  # unreadable: what it held is unknown, say so
+        damage = index_damage_message(cache, name)
+        if damage is not None:
+            raise CacheDamagedError(damage)
     raise HubUnreachableError(
         f"{reason}, and {name} is not cached. Point at a hub that is up with --hub DIR or "
         "--endpoint URL (or CBENCH_HUB / CBENCH_ENDPOINT), or pull it once while the hub is reachable; "

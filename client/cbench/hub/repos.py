@@ -108,6 +108,13 @@ def release_timestamp(version: str, date: str | int | None = None) -> int:
 def check_repo_id(repo_id: str) -> str:
     if not isinstance(repo_id, str) or not _REPO_ID_RE.match(repo_id) or ".." in repo_id:
         raise UsageError(f"{repo_id!r} is not a repository name; use <org>/<name>, e.g. cbench/case-3")
+    # the Hugging Face Hub's rules: no "--" (the cache's models--org--name would be ambiguous), no
+    # part ending in "-" or ".", no name ending in ".git" (a git URL, not a repository id)
+    if "--" in repo_id or any(part.endswith(("-", ".")) for part in repo_id.split("/")):
+        raise UsageError(f"{repo_id!r} is not a repository name: no '--', and no part may end in '-' or '.'")
+    if repo_id.lower().endswith(".git"):
+        raise UsageError(f"{repo_id!r} is not a repository name: it ends in '.git' (a git URL); "
+                         f"use {repo_id[:-4]!r}")
     return repo_id
 
 
@@ -260,8 +267,37 @@ class Hub:
 
 # ---------------------------------------------------------------------------- default hub and seeding
 def cbench_home() -> Path:
-    """``$CBENCH_HOME`` (default ``~/.cache/cbench``): the default hub and the client's cache."""
-    return Path(os.environ.get("CBENCH_HOME") or Path.home() / ".cache" / "cbench").expanduser()
+    """``$CBENCH_HOME`` (default ``~/.cache/cbench``): the default hub and the client's cache.
+
+    UsageError (one line) when it names something other than a directory (or nothing yet), or a
+    directory of the kernel's virtual file systems (``/proc``, ``/sys``, ``/dev``)."""
+    set_to = os.environ.get("CBENCH_HOME")
+    home = Path(set_to or Path.home() / ".cache" / "cbench").expanduser()
+    if set_to:
+        _check_home(home)
+    return home
+
+
+def _check_home(home: Path) -> None:
+    import stat
+
+    from cbench.files.safe_io import describe_mode
+
+    if "\0" in str(home):
+        raise UsageError("CBENCH_HOME contains a NUL byte")
+    resolved = Path(os.path.realpath(home))
+    if any(resolved == Path(v) or Path(v) in resolved.parents for v in ("/proc", "/sys")):
+        raise UsageError(f"CBENCH_HOME={home} is in {resolved.parts[0]}{resolved.parts[1]}, a virtual file system; "
+                         "point it at an ordinary directory (or unset it for ~/.cache/cbench)")
+    try:
+        st = os.stat(home)
+    except FileNotFoundError:
+        return  # made on first use
+    except OSError as exc:
+        raise UsageError(f"CBENCH_HOME={home}: cannot use it ({exc.strerror or exc})") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"CBENCH_HOME={home} is {describe_mode(st.st_mode)}, not a directory; point it at a "
+                         "directory (or unset it for ~/.cache/cbench)")
 
 
 def default_hub_dir() -> Path:

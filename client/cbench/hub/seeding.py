@@ -29,6 +29,9 @@ def ensure_seeded(hub_dir: str | os.PathLike | None = None, zoo: Path | None = N
     import json
 
     hub = Hub(hub_dir if hub_dir is not None else default_hub_dir())
+    from cbench.hub.publishing import remove_stale_publish_temporaries
+
+    remove_stale_publish_temporaries(hub.root)  # left by a pull killed while it seeded
     releases = zoo_releases(zoo)
     if not releases:
         return []

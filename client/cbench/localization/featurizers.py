@@ -44,6 +44,10 @@ class FeaturizerSpec:
             raise UsageError(f"unknown featurizer {self.name!r} (one of {', '.join(FEATURIZERS)})")
         if self.k is not None and self.k < 1:
             raise UsageError(f"--k must be at least 1 (got {self.k})")
+        import math
+
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise UsageError(f"--lr must be a finite number above 0 (got {self.lr!r})")
 
     def hyperparameters(self, k_used: int | None = None) -> dict:
         out = {"k": k_used if k_used is not None else self.k, "seed": self.seed}

@@ -132,6 +132,9 @@ def localize(artifact, var_name: str, spec: FeaturizerSpec, locations: Sequence[
     var = variable(artifact, var_name)
     model = model if model is not None else artifact.load_model()
     cfg = model.cfg
+    if spec.k is not None and spec.k > cfg.d_model:  # no location is wider than the residual stream
+        raise UsageError(f"--k {spec.k} is larger than the model's d_model ({cfg.d_model}); "
+                         f"give at most {cfg.d_model}")
     names = list(locations) if locations else candidate_locations(cfg)
     if var.aligned not in names and not locations:
         names.append(var.aligned)
