@@ -39,7 +39,7 @@ def small():
 
 def test_registry_names():
     assert list(METHODS) == ["acdc", "eap", "eap-ig-inputs", "eap-ig-activations", "sp", "edge-sp",
-                             "activation-patching", "random", "nap", "nap-ig", "ifr", "ugs"]
+                             "activation-patching", "random", "nap", "nap-ig", "ifr", "ugs", "atp-star"]
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -132,9 +132,11 @@ EXPECTED = [
     ("find-submission/invalid-bad-id", "$.entries[0].id", "FIND function id"),
     ("find-results/invalid-rate-above-one", "$.summary.numeric.success_rate", "at most 1"),
     ("find-results/invalid-row-without-reason", "$.functions[1]", "'reason'"),
+    ("find-results/invalid-sandbox-without-boundary", "$.sandbox", "missing required field 'boundary'"),
     # causal-variable track (issue 19)
     ("results/invalid-localization-unknown-featurizer", "$.results.featurizer", "'sae'"),
     ("results/invalid-localization-iia-above-one", "$.results.locations[0].iia", "at most 1"),
+    ("results/invalid-bench-discrimination-unknown-tier", "$.results.discrimination.gold", "'main', 'appendix-h'"),
 ]
 
 

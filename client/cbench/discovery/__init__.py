@@ -12,7 +12,8 @@ Methods: ``acdc``, ``eap``, ``eap-ig-inputs``, ``eap-ig-activations``, ``sp`` (n
 probing), ``edge-sp`` (edgewise subnetwork probing), ``activation-patching`` (exact, per edge),
 ``random``, and MIB's other baselines: ``nap`` and ``nap-ig`` (node attribution patching, plain
 and with integrated gradients, at neuron or node granularity), ``ifr`` (information flow
-routes) and ``ugs`` (uniform gradient sampling). Each spec says how circuits are built from
+routes) and ``ugs`` (uniform gradient sampling); and ``atp-star`` (AtP*: attribution patching with
+the QK fix and GradDrop, Kramár et al. 2024). Each spec says how circuits are built from
 its scores (``construction``: top-n, or greedy from the logits for IFR, MIB appendix E.1) and
 whether ``cbench bench`` runs it by default (``bench``). Default metrics per InterpBench appendix D (:func:`cbench.tasks.metrics.default_metric`).
 Scores: the loss increase when the edge is ablated (positive = helpful); SP methods: mask logits.

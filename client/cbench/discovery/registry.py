@@ -46,6 +46,8 @@ METHODS: dict[str, MethodSpec] = {
     "ifr": MethodSpec("ifr", "ifr", "run", "information flow routes (normalized proximity per destination)",
                       construction="greedy"),
     "ugs": MethodSpec("ugs", "ugs", "run", "uniform gradient sampling (per-edge mask probabilities)"),
+    "atp-star": MethodSpec("atp-star", "atp_star", "run",
+                           "AtP*: attribution patching with the QK fix and GradDrop (Kramar et al. 2024)"),
 }
 
 

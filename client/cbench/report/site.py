@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -209,9 +210,10 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
     from cbench.scoring.bench_summary import _plots
     from cbench.scoring.report import write_bytes_atomic
 
-    results_dir, out = Path(results_dir), Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: exists and is not a directory")
+    from cbench.files.safe_io import output_directory
+
+    results_dir, out = Path(results_dir), output_directory(out_dir, "--html")
+    check_report_directory(out)
     entries, cases, infos, bench = gather(results_dir, out, echo)
     if not entries or not cases:
         raise UsageError(f"{results_dir}: the bench results have no scored case")
@@ -248,7 +250,8 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
     common = {"fmt": fmt, "fmt_p": fmt_p, "bench": bench, "cases": cases, "entries": entries,
               "infos": infos, "against": against, "stats": stats, "plots": plots, "results_dir": str(results_dir),
               "n_submissions": sum(e.kind == "submission" for e in entries),
-              "calibration": bench["results"].get("calibration") or {}}
+              "calibration": bench["results"].get("calibration") or {},
+              "discrimination": bench["results"].get("discrimination") or {}}
     ranked = sorted(entries, key=lambda e: (-(e.mean if e.mean is not None else -1), e.name))
     pages = {out / "index.html": env.get_template("leaderboard.html.j2").render(
         root="", ranked=ranked, stats_json=json.dumps(stats, sort_keys=True), **common)}
@@ -260,10 +263,33 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
             root="../", entry=e, **common)
     for path, html in pages.items():
         write_bytes_atomic(path, html.encode())
-    site = {"schema": "cbench/report-site/v1", "results": str(results_dir.resolve()), "against": against,
+    site = {"schema": SITE_SCHEMA, "results": str(results_dir.resolve()), "against": against,
             "entries": names, "cases": cases}
     write_bytes_atomic(out / "site.json", (json.dumps(site, indent=1) + "\n").encode())
     return out / "index.html"
+
+
+SITE_SCHEMA = "cbench/report-site/v1"
+
+
+def check_report_directory(out: Path) -> None:
+    """UsageError unless ``out`` is new, empty, or an earlier report of cbench (its ``site.json``
+    says ``cbench/report-site/v1``): the site's files are never written among someone else's."""
+    try:
+        names = os.listdir(out)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"--html {out}: cannot list it ({exc.strerror or exc})") from None
+    if not names:
+        return
+    try:
+        site = json.loads((out / "site.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        site = None
+    if not (isinstance(site, dict) and site.get("schema") == SITE_SCHEMA):
+        raise UsageError(f"--html {out}: a directory that is not empty and holds no earlier cbench report "
+                         "(no site.json); give a new or empty directory")
 
 
 def _circuits(out: Path, entries, infos, signed, write) -> None:

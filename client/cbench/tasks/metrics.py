@@ -48,6 +48,7 @@ _DEFAULTS = {
     "eap-ig-activations": ("ce", "mae"),
     "nap": ("ce", "mae"),
     "nap-ig": ("ce", "mae"),
+    "atp-star": ("ce", "mae"),
 }
 
 
