@@ -1,6 +1,6 @@
 """glibc's malloc defaults against :func:`cbench.runtime.allocator.tune` on one `cbench verify` run.
 
-Runs :func:`cbench.verify.gates.verify_artifact` on a model artifact twice in this process (after a
+Runs :func:`cbench.verify.artifact.verify_artifact` on a model artifact twice in this process (after a
 10-pair warm-up, so both runs find the data loaded): first with
 the allocator as the process found it (run with ``CBENCH_MALLOC=default`` semantics: nothing
 tuned), then after :func:`cbench.runtime.allocator.tune`. Prints wall, user and system seconds and minor
@@ -38,7 +38,7 @@ def main() -> None:
 
     from cbench.runtime.allocator import tune
     from cbench.artifacts.model import read_model_artifact
-    from cbench.verify.gates import verify_artifact
+    from cbench.verify.artifact import verify_artifact
 
     torch.set_num_threads(1)
     art = read_model_artifact(args.artifact)

@@ -19,6 +19,7 @@ SUBCOMMANDS = {
     "release": "cbench_builders.release.zoo:build_release_cmd",
     "find": "cbench_builders.find.suite:build_find_cmd",
     "ioi-model": "cbench_builders.ioi.build:build_ioi_cmd",
+    "stress": "cbench_builders.stress.build:build_stress_cmd",
 }
 
 

@@ -22,7 +22,7 @@ def verify(case, n_pairs, seed, no_dataset, as_json):
     """Recompute every node and edge gate of a pulled model (CASE: case-3, case-3@v2.0.0, or an
     artifact directory) and print each with PASS/FAIL. Exit 0 when every gate holds, 1 otherwise."""
     from cbench.cli.discovery_cmds import resolve_case
-    from cbench.verify.gates import verify_artifact
+    from cbench.verify.artifact import verify_artifact
 
     use_cpu_threads()
     art, _ref = resolve_case(case)

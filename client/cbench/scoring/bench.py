@@ -7,7 +7,10 @@ Layout of the results directory (``--out DIR``)::
     DIR/results.json                  cbench/results/v1, kind "bench"
     DIR/table.md                      edge and node AUROC per case (and the model used) and method,
                                       mean and spread; Mann-Whitney U p-values and Vargha-Delaney A12
-                                      between methods (InterpBench tables 8-9); method runtimes
+                                      between methods (InterpBench tables 8-9); method runtimes; per
+                                      tier (main, appendix-h, ioi, tracr, stress) how far the real
+                                      methods are apart (:mod:`cbench.scoring.discrimination`, also
+                                      ``results.discrimination`` of results.json)
     DIR/auroc_boxplot.png             edge AUROC per method over the cases (box, cases, mean)
     DIR/diff_to_acdc.png              per case: each method's edge AUROC minus ACDC's
     DIR/roc_<case>.png                the case's edge ROC curves, one panel per method
@@ -45,6 +48,8 @@ from cbench.scoring.bench_summary import (
     _method_stats,
     _plots,
 )
+from cbench.scoring.discrimination import by_tier
+from cbench.scoring.discrimination import markdown as discrimination_markdown
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 
@@ -58,15 +63,29 @@ def released_siit_cases() -> list[str]:
     return sorted((i for i in ids if i.isdigit()), key=int)
 
 
+def released_stress_cases() -> list[str]:
+    """Names of the stress tier's models (``cbench/stress-*``) the embedded zoo releases."""
+    from cbench.hub.zoo import zoo_releases
+
+    return sorted(ref.repo_id.split("/", 1)[1] for ref in zoo_releases()
+                  if ref.repo_type == "model" and ref.repo_id.startswith("cbench/stress-"))
+
+
 def _parse_cases(cases: str) -> list[str]:
     """Case ids from ``main``, ``appendix-h`` (released SIIT models outside the main 16), ``all``
-    (every released SIIT model) or a comma-separated list; the names may be mixed with ids."""
+    (every released SIIT model), ``stress`` (the stress tier's models) or a comma-separated list;
+    the names may be mixed with ids."""
     out: list[str] = []
     for c in (c.strip() for c in cases.split(",")):
         if c == "main":
             out += MAIN_CASES
         elif c == "all":
             out += released_siit_cases()
+        elif c == "stress":
+            st = released_stress_cases()
+            if not st:
+                raise UsageError("--cases stress: no stress-tier model is released yet")
+            out += st
         elif c == "appendix-h":
             h = [i for i in released_siit_cases() if i not in MAIN_CASES]
             if not h:
@@ -75,18 +94,20 @@ def _parse_cases(cases: str) -> list[str]:
         elif c:
             out.append(c)
     if not out:
-        raise UsageError("--cases is empty; give 'main', 'appendix-h', 'all' or a list like 3,33")
+        raise UsageError("--cases is empty; give 'main', 'appendix-h', 'all', 'stress' or a list like 3,33")
     return list(dict.fromkeys(out))
 
 
 def _parse_methods(methods: str | None) -> list[str]:
     from cbench.discovery import method_spec
 
-    if not methods:
+    if methods is None:
         from cbench.discovery import bench_methods
 
         return list(bench_methods())  # every registered method marked for the bench
     out = [m.strip() for m in methods.split(",") if m.strip()]
+    if not out:
+        raise UsageError("--methods is empty; leave it out for every method of the bench")
     for m in out:
         method_spec(m)  # one clear line for an unknown method
     return out
@@ -306,6 +327,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     scores them; None: the loop runs each task itself (the serial default)."""
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
+    from cbench.scoring.stress_tier import class_aurocs, is_stress
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results
     from cbench.scoring.task import case_from_artifact, pair_data
@@ -319,6 +341,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo)
     auroc: dict[str, dict[str, float | None]] = {}
+    per_class: dict = {}
+    stress_meta: dict = {}
     promoted: dict[str, dict[str, float | None]] = {}
     signal: dict[str, dict] = {}
     node_auroc: dict[str, dict[str, float | None]] = {}
@@ -384,6 +408,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 failures.setdefault(label, {})[method] = str(exc)
                 continue
             auroc.setdefault(label, {})[method] = res.edge_auroc
+            if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
+                per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
+                stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             if method == "random":  # the row at chance: the mean over many draws, not one draw
                 auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
@@ -408,7 +435,15 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
     plots = _plots(out, auroc, rocs, method_list)
     wall = time.perf_counter() - t0
+    discrimination = by_tier(auroc, kinds, MAIN_CASES, method_list)  # per tier: do the real methods differ?
     table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
+    if discrimination:
+        table += "\n" + discrimination_markdown(discrimination)
+    stress = _stress_block(auroc, per_class, stress_meta, method_list)
+    if stress:
+        from cbench.scoring.stress_tier import markdown as stress_markdown
+
+        table += "\n" + stress_markdown(stress["by_mechanism"], method_list, stress["predictions"])
     (out / "table.md").write_text(table)
     doc = results_document("bench", {"auroc": auroc, "auroc_promoted": promoted, "granularity": "qkv",
                                      "calibration": _calibration(auroc, method_list),
@@ -419,6 +454,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                      "node_auroc": node_auroc, "method_runtime_s": timings,
                                      "model_kind": {c: kinds[c] for c in sorted(kinds, key=_case_key)},
                                      "summary": stats["summary"], "mann_whitney_p": stats["p"], "a12": stats["a12"],
+                                     "discrimination": discrimination,
+                                     **({"stress": stress} if stress else {}),
                                      "published": {c: {"source": PUBLISHED[c][0], "edge_auroc": PUBLISHED[c][1]}
                                                    for c in auroc if c in PUBLISHED},
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
@@ -431,13 +468,13 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     return doc
 
 
+def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list[str]) -> dict | None:
+    """Per-class AUROC, the method x mechanism table and the cards' predictions against the run."""
+    if not stress_meta:
+        return None
+    from cbench.scoring.stress_tier import mechanism_table, predictions_held
 
-
-
-
-
-
-
-
-
-
+    mechanisms = {c: kind for c, (kind, _p) in stress_meta.items()}
+    return {"per_class": per_class, "mechanisms": mechanisms,
+            "by_mechanism": mechanism_table(auroc, mechanisms, methods),
+            "predictions": {c: predictions_held(preds, auroc.get(c, {})) for c, (_k, preds) in stress_meta.items()}}

@@ -12,3 +12,4 @@ May import: ``cbench.artifacts``, ``cbench.hub``, ``cbench.schemas``, ``cbench.g
 """
 
 from cbench.tasks import ioi_data as _ioi_data  # noqa: E402,F401  (registers the "ioi" task kind)
+from cbench.tasks import stress as _stress  # noqa: E402,F401  (registers the "stress" task kind)

@@ -155,6 +155,11 @@ class VerifyReport:
             lines.append(f"  {'PASS' if g.passed else 'FAIL'}  {g.name:<32} {g.pairs:<10} {value:>8} "
                          f"{g.op} {g.threshold:g}" + (f"  ({g.detail})" if g.detail else ""))
         for e in self.edges:
+            if e.changed != e.changed:  # NaN: a stress edge, measured in its necessity context
+                state = f"marked: {e.why}" if e.marked else ("above the floor" if e.signal else "BELOW THE FLOOR")
+                lines.append(f"        edge {e.edge:<28} patching score in its necessity context {e.metric_delta:.2e} "
+                             f"(outside the circuit at most {e.floor:.2e})  [{state}]")
+                continue
             used = e.changed >= MIN_EDGE_CHANGED and e.metric_delta > e.floor
             mark = (f"marked: {e.why}" + ("; USED BY THE MODEL" if used else "") if e.marked
                     else "signal" if e.signal else f"no signal: {e.why}")
@@ -466,6 +471,8 @@ def verify_model(model, meta: Mapping, circuit: Mapping, correspondence: Mapping
                          for p, d in pair_sets.items()})
 
 
+
+
 def _combine_gates(per_bucket: list[list[Gate]], weights: np.ndarray) -> list[Gate]:
     """One gate per name over a pair set's buckets: values averaged with the buckets' weights (for
     the largest out-of-circuit node effect, the weighted mean of each bucket's largest, which is
@@ -481,28 +488,3 @@ def _combine_gates(per_bucket: list[list[Gate]], weights: np.ndarray) -> list[Ga
     return out
 
 
-def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dataset: bool = True,
-                    offline: bool | None = None) -> VerifyReport:
-    """:func:`verify_model` on a model artifact: validation pairs from the counterfactuals dataset
-    (when it can be loaded) and ``n_pairs`` fresh sampled pairs drawn with ``seed``."""
-    from cbench.tasks.data import load_task_data, sample_pairs
-
-    meta = artifact.meta
-    model = artifact.load_model()
-    if (meta.get("high_level") or {}).get("kind") == "ioi":  # a hand-written high-level model (issue 16)
-        from cbench.tasks.ioi_data import verify_sets
-        from cbench.tasks.ioi_high_level import IOIHighLevel
-
-        return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, IOIHighLevel.from_meta(meta),
-                            verify_sets(meta, n_pairs, offline=offline))
-    tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
-    if meta.get("model_kind") == "tracr":
-        tracr = model
-    sets: dict[str, TaskData] = {}
-    if use_dataset:
-        data = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs, offline=offline,
-                              use_dataset=True)
-        if data.split == "validation":
-            sets["validation"] = data
-    sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
-    return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, tracr, sets)

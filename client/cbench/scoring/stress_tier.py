@@ -1,0 +1,97 @@
+"""Scoring on the stress tier: edge AUROC per ground-truth class, the method x mechanism table,
+and whether each model card's predictions held.
+
+A stress model's ``circuit.json`` labels every ground-truth edge with a class (``primary``,
+``redundant``, ``backup``, ``negative``, ``cancelling``, ``saturated``, ``and``, ``distributed``)
+and its model card (``meta.json`` ``predictions``) says, before any bench run, which methods
+should fail on it: ``fail`` (edge AUROC at most 0.75), ``pass`` (at least 0.90) or ``partial``
+(in between). On this tier every labelled edge is scored (only edges marked without signal in
+``circuit.json`` are left out), and the calibration reference is the gated label itself: exact
+single-edge patching is *expected* to fail on redundancy and backup, a required negative check
+rather than a defect.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from cbench.graph.graph import Graph
+from cbench.scoring.ground_truth import _edge_vector, signed_ranking
+from cbench.scoring.statistics import auroc
+
+FAIL_AT_MOST = 0.75
+PASS_AT_LEAST = 0.90
+
+
+def is_stress(circuit: Mapping | None) -> bool:
+    return isinstance(circuit, Mapping) and circuit.get("model_kind") == "stress"
+
+
+def class_aurocs(graph: Graph, doc: Mapping, circuit: Mapping) -> dict[str, float]:
+    """Edge AUROC of one method's scores for each ground-truth class: that class's edges as
+    positives against every edge outside the circuit (other classes and marked edges left out)."""
+    scores, _flags = _edge_vector(graph, doc)
+    vals = scores if signed_ranking(doc) else np.abs(scores)
+    classes = circuit.get("edge_classes") or {}
+    truth = set(circuit.get("edges") or [])
+    names = list(graph.edge_names)
+    outside = np.array([n not in truth for n in names])
+    out = {}
+    for cls in sorted(set(classes.values())):
+        pos = np.array([classes.get(n) == cls for n in names])
+        keep = pos | outside
+        if pos.any() and outside.any():
+            out[cls] = float(auroc(vals[keep], pos[keep]))
+    return out
+
+
+def verdict(value: float | None) -> str | None:
+    """``fail``, ``pass`` or ``partial`` for an edge AUROC (None for none)."""
+    if value is None or value != value:
+        return None
+    return "fail" if value <= FAIL_AT_MOST else "pass" if value >= PASS_AT_LEAST else "partial"
+
+
+def predictions_held(predictions: Mapping[str, Mapping], aurocs: Mapping[str, float]) -> list[dict]:
+    """One row per prediction of a model card whose method was run: expected, measured, held."""
+    rows = []
+    for method, pred in sorted(predictions.items()):
+        value = aurocs.get(method)
+        got = verdict(value)
+        if got is None:
+            continue
+        rows.append({"method": method, "expected": pred.get("expect"), "measured": got, "auroc": value,
+                     "held": got == pred.get("expect"), "why": pred.get("why", "")})
+    return rows
+
+
+def mechanism_table(auroc: Mapping[str, Mapping[str, float]], mechanisms: Mapping[str, str],
+                    methods: list[str]) -> dict[str, dict[str, float]]:
+    """Mean edge AUROC per mechanism and method over the stress models that plant it."""
+    out: dict[str, dict[str, float]] = {}
+    for mech in sorted(set(mechanisms.values())):
+        cases = [c for c, m in mechanisms.items() if m == mech and c in auroc]
+        out[mech] = {m: float(np.mean([auroc[c][m] for c in cases if auroc[c].get(m) is not None]))
+                     for m in methods if any(auroc[c].get(m) is not None for c in cases)}
+    return out
+
+
+def markdown(table: Mapping[str, Mapping[str, float]], methods: list[str], held: Mapping[str, list[dict]]) -> str:
+    """The method x mechanism table and the predictions that did not hold, as Markdown."""
+    cols = [m for m in methods if any(m in row for row in table.values())]
+    lines = ["## Stress tier: mean edge AUROC per mechanism", "",
+             "| mechanism | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
+    for mech, row in table.items():
+        lines.append(f"| {mech} | " + " | ".join(f"{row[m]:.3f}" if m in row else "" for m in cols) + " |")
+    rows = [dict(r, case=c) for c, rs in held.items() for r in rs]
+    n_held = sum(r["held"] for r in rows)
+    lines += ["", f"Predictions in the model cards: {n_held} of {len(rows)} held"
+              + (f" ({100 * n_held / len(rows):.0f} %)." if rows else "."), ""]
+    missed = [r for r in rows if not r["held"]]
+    if missed:
+        lines += ["| model | method | expected | measured (AUROC) |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r['case']} | {r['method']} | {r['expected']} | {r['measured']} ({r['auroc']:.3f}) |"
+                  for r in missed]
+    return "\n".join(lines) + "\n"

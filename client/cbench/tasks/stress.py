@@ -1,0 +1,30 @@
+"""Pairs for the stress tier's models (``meta.json`` ``high_level.kind: "stress"``).
+
+A stress model reads every token sequence of its length (its mechanism is defined on all of
+them), so its pairs are uniform (base, source) sequences drawn deterministically per split: the
+same rows for every user, and disjoint streams for validation and test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from cbench.tasks.data import TaskData, register_task_kind, sample_pairs
+
+#: the seed of each split's rows (``seed`` from the caller is added, 0 by default)
+SPLIT_SEEDS = {"train": 11, "validation": 12, "test": 13}
+
+
+def stress_pairs(meta: Mapping, split: str = "validation", n_examples: int | None = None, seed: int = 0) -> TaskData:
+    """``n_examples`` (default 1,000) pairs of ``split`` for a stress model."""
+    data = sample_pairs(meta, int(n_examples or 1000), seed=SPLIT_SEEDS.get(split, 14) * 1_000_003 + int(seed))
+    return dataclasses.replace(data, split=split, dataset=None, info={"origin": "stress", "split": split})
+
+
+def _kind_loader(meta: Mapping, split: str, n_examples: int | None, seed: int, use_dataset: bool,
+                 offline: bool | None) -> TaskData:
+    return stress_pairs(meta, split, n_examples, seed)
+
+
+register_task_kind("stress", _kind_loader)

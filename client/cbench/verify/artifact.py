@@ -1,0 +1,45 @@
+"""``cbench verify`` on a model artifact: the pairs and the gates its kind calls for (node and edge
+gates for Tracr, SIIT and IIT models and the IOI model, :mod:`cbench.verify.gates`; the stress
+tier's gates, :mod:`cbench.verify.mechanisms`).
+"""
+
+from __future__ import annotations
+
+from cbench.tasks.data import TaskData
+from cbench.verify.gates import VerifyReport, verify_model
+
+
+def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dataset: bool = True,
+                    offline: bool | None = None) -> VerifyReport:
+    """:func:`verify_model` on a model artifact: validation pairs from the counterfactuals dataset
+    (when it can be loaded) and ``n_pairs`` fresh sampled pairs drawn with ``seed``."""
+    from cbench.tasks.data import load_task_data, sample_pairs
+
+    meta = artifact.meta
+    model = artifact.load_model()
+    if (meta.get("high_level") or {}).get("kind") == "ioi":  # a hand-written high-level model (issue 16)
+        from cbench.tasks.ioi_data import verify_sets
+        from cbench.tasks.ioi_high_level import IOIHighLevel
+
+        return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, IOIHighLevel.from_meta(meta),
+                            verify_sets(meta, n_pairs, offline=offline))
+    if meta.get("model_kind") == "stress":  # hand-set weights: the mechanism gates prove the labels
+        from cbench.tasks.stress import stress_pairs
+        from cbench.verify.mechanisms import verify_stress
+
+        return verify_stress(model, meta, artifact.circuit or {}, {
+            "validation": stress_pairs(meta, "validation", n_pairs),
+            "fresh": sample_pairs(meta, n_pairs, seed=seed)})
+    tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
+    if meta.get("model_kind") == "tracr":
+        tracr = model
+    sets: dict[str, TaskData] = {}
+    if use_dataset:
+        data = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs, offline=offline,
+                              use_dataset=True)
+        if data.split == "validation":
+            sets["validation"] = data
+    sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+    return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, tracr, sets)
+
+

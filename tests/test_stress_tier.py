@@ -1,0 +1,180 @@
+"""The stress tier (issue 34): hand-set models whose planted mechanism is proved by gates.
+
+Each mechanism gate holds on its model and fails on the same model with the mechanism taken out
+(one redundant path instead of three, no backup, a helping instead of a suppressing head, ...),
+so a gate cannot pass a model that lacks what it claims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("cbench_builders")
+
+from cbench_builders.stress import designs as D  # noqa: E402
+from cbench_builders.stress.build import circuit_of, meta_of  # noqa: E402
+
+from cbench.runtime import CircuitRuntime  # noqa: E402
+from cbench.tasks.data import sample_pairs  # noqa: E402
+from cbench.verify.mechanisms import stress_gates  # noqa: E402
+
+N = 120
+
+
+def gates_of(design, mutate=None) -> dict[str, object]:
+    if mutate is not None:
+        mutate(design.kit)
+    model = design.kit.model()
+    circuit = circuit_of(design, CircuitRuntime(model).graph)
+    data = sample_pairs(meta_of(design), N, seed=3)
+    gates, _ = stress_gates(model, circuit, data, "fresh")
+    return {g.name: g for g in gates}
+
+
+def _zero_head(layer: int, head: int):
+    def f(kit):
+        kit.W[f"blocks.{layer}.attn.W_O"][head] = 0.0
+    return f
+
+
+def test_the_kit_builds_exactly_what_it_is_told():
+    kit = D._kit(1)
+    kit.head(0, 0, attend=2, read="tok", write="ans", gain=3.0)
+    kit.unembed("ans")
+    model = kit.model()
+    tokens = torch.tensor([[0, 1, 5, 2, 8]])  # BOS a e b h
+    out = model(tokens)[0]
+    assert torch.allclose(out[:, 4], torch.full((5,), 3.0), atol=1e-4)  # token 'e' (id 5 -> class 4)
+    assert float(out[:, [0, 1, 2, 3, 5, 6, 7]].detach().abs().max()) < 1e-4
+
+
+def test_stress_pairs_are_deterministic_and_differ_by_split():
+    from cbench.tasks.data import load_task_data
+
+    meta = meta_of(D.or_1())
+    a = load_task_data(meta["case"], meta, "validation", n_examples=50)
+    b = load_task_data(meta["case"], meta, "validation", n_examples=50)
+    c = load_task_data(meta["case"], meta, "test", n_examples=50)
+    assert torch.equal(a.base, b.base) and torch.equal(a.source, b.source)
+    assert not torch.equal(a.base, c.base)
+    assert a.split == "validation" and int(a.base[:, 0].max()) == 0
+
+
+def test_redundancy_gate_holds_and_fails_with_one_path():
+    g = gates_of(D.or_1())
+    assert g["redundancy_each_path_alone"].passed and g["redundancy_each_path_alone"].value == 0.0
+    assert g["redundancy_paths_together"].passed and g["redundancy_paths_together"].value > 0.8
+    assert g["circuit_effect_over_floor"].passed and g["floor"].passed and g["complement_edge_effect"].passed
+    single = D.or_1()  # one path: the readout needs two votes, so give that one path both votes' weight
+    single.kit.W["blocks.0.attn.W_O"][0] *= 2.0
+
+    def drop_two(kit):
+        kit.W["blocks.0.attn.W_O"][1:3] = 0.0
+    g = gates_of(single, drop_two)
+    assert not g["redundancy_each_path_alone"].passed
+
+
+def test_backup_gate_holds_and_fails_without_the_backup():
+    g = gates_of(D.backup_1())
+    assert g["backup_primary_alone"].passed and g["backup_alone"].passed
+    assert g["backup_primary_and_backup"].passed
+
+    def no_backup(kit):
+        kit.W["blocks.0.mlp.W_out"][:] = 0.0
+    g = gates_of(D.backup_1(), no_backup)
+    assert not g["backup_primary_alone"].passed  # nothing takes over
+
+
+def test_negative_gate_holds_and_fails_for_a_helping_head():
+    assert gates_of(D.neg_1())["negative_raises_the_answer_when_removed"].passed
+
+    def helping(kit):
+        kit.W["blocks.0.attn.W_O"][1] *= -1.0
+    assert not gates_of(D.neg_1(), helping)["negative_raises_the_answer_when_removed"].passed
+
+
+def test_cancellation_gate_holds_and_fails_without_the_indirect_path():
+    g = gates_of(D.cancel_1())
+    assert g["cancellation_each_alone"].passed and g["cancellation_together"].passed
+
+    def no_indirect(kit):
+        kit.W["blocks.0.mlp.W_out"][:] = 0.0
+    g = gates_of(D.cancel_1(), no_indirect)
+    assert not g["cancellation_together"].passed
+
+
+def test_saturation_gate_holds_and_fails_for_a_soft_head():
+    g = gates_of(D.sat_1())
+    assert g["saturation_share_saturated"].passed and g["saturation_query_patch_changes"].passed
+    soft = D._saturation(1.0, "stress-soft", seed=9)
+    assert not gates_of(soft)["saturation_share_saturated"].passed
+
+
+def test_and_gate_holds_and_fails_for_an_or():
+    g = gates_of(D.and_2())
+    assert g["and_breaks_when_an_input_is_ablated"].passed and g["and_silent_where_it_does_not_hold"].passed
+
+    def make_or(kit):
+        kit.W["blocks.0.mlp.b_in"][0] = 0.0  # fires when either holds
+    g = gates_of(D.and_2(), make_or)
+    assert not (g["and_breaks_when_an_input_is_ablated"].passed and g["and_silent_where_it_does_not_hold"].passed)
+
+
+def test_decoy_gate_holds_and_fails_for_a_quiet_decoy():
+    g = gates_of(D.decoy_1())
+    assert g["decoy_norm_ratio"].passed and g["decoy_changes"].passed
+    assert not gates_of(D.decoy_1(), lambda kit: kit.W["blocks.0.attn.W_O"][1].__imul__(0.01))["decoy_norm_ratio"].passed
+
+
+def test_distributed_gate_holds_and_fails_when_one_head_carries_it():
+    g = gates_of(D.dist_1())
+    assert g["distributed_each_share_alone"].passed and g["distributed_all_shares_together"].passed
+
+    def one_carries(kit):
+        kit.W["blocks.0.attn.W_O"][0] *= 12.0
+    assert not gates_of(D.dist_1(), one_carries)["distributed_each_share_alone"].passed
+
+
+def test_floor_gate_fails_when_an_outside_edge_does_more_than_a_circuit_edge():
+    def loud_distractor(kit):
+        kit.W["blocks.0.attn.W_O"][3] *= 400.0  # a floor head of or-1 now moves the answer
+    g = gates_of(D.or_1(), loud_distractor)
+    assert not (g["circuit_effect_over_floor"].passed and g["complement_edge_effect"].passed)
+
+
+def test_every_design_names_edges_of_its_graph_and_predicts_methods_that_exist():
+    from cbench.discovery import METHODS
+
+    kinds = {}
+    for name, fn in D.DESIGNS.items():
+        d = fn()
+        graph = CircuitRuntime(d.kit.model()).graph
+        assert all(graph.has_edge(e) for e in list(d.edges) + list(d.marked)), name
+        assert set(d.predictions) <= set(METHODS) | {"atp-star"}, name
+        assert all(p.expect in ("fail", "pass", "partial") for p in d.predictions.values())
+        kinds.setdefault(d.mechanism, []).append(name)
+    assert len(kinds) >= 8 and all(len(v) >= 2 for v in kinds.values()), kinds
+    assert np.isclose(len(D.DESIGNS), 16)
+
+
+def test_class_aurocs_score_each_class_against_the_edges_outside():
+    from cbench.scoring.stress_tier import class_aurocs, mechanism_table, predictions_held, verdict
+
+    d = D.or_1()
+    graph = CircuitRuntime(d.kit.model()).graph
+    circuit = circuit_of(d, graph)
+    truth = set(circuit["edges"])
+    # a method that finds the primary edge but scores every redundant edge 0
+    scores = {e.name: (1.0 if circuit["edge_classes"].get(e.name) == "primary" else
+                       0.0 if e.name in truth else 0.5) for e in graph.edges}
+    doc = {"edges": {n: {"score": s, "in_graph": False} for n, s in scores.items()}, "method": {"name": "x"}}
+    per = class_aurocs(graph, doc, circuit)
+    assert per == {"primary": 1.0, "redundant": 0.0}
+    assert verdict(0.75) == "fail" and verdict(0.9) == "pass" and verdict(0.8) == "partial" and verdict(None) is None
+    rows = predictions_held({"eap": {"expect": "fail"}, "acdc": {"expect": "pass"}, "sp": {"expect": "pass"}},
+                            {"eap": 0.5, "acdc": 0.85})
+    assert [(r["method"], r["held"]) for r in rows] == [("acdc", False), ("eap", True)]
+    table = mechanism_table({"a": {"eap": 0.5}, "b": {"eap": 1.0}, "c": {"eap": 0.2}},
+                            {"a": "redundancy", "b": "redundancy", "c": "backup"}, ["eap"])
+    assert table == {"backup": {"eap": 0.2}, "redundancy": {"eap": 0.75}}
