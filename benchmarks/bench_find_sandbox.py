@@ -61,14 +61,9 @@ def _old_runner(rev: str, tmp: Path):
 
 
 def _jobs(suite, entries):
-    jobs = []
-    for e in entries:
-        fn = suite.functions[e["id"]]
-        job = {"key": e["id"], "kind": fn.config, "code": e["code"]}
-        if fn.config == "strings":
-            job["inputs"] = list(fn.test_inputs)
-        jobs.append(job)
-    return jobs
+    from cbench.find.scoring import sandbox_jobs
+
+    return sandbox_jobs(suite, entries)
 
 
 def _timed(fn):

@@ -456,7 +456,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 
 # ----------------------------------------------------------------------------- bench
 @click.command("bench")
-@click.option("--cases", default="main", show_default=True, help="'main', 'appendix-h', 'all' (every released SIIT model) or a comma-separated list like 3,33")
+@click.option("--cases", default="main", show_default=True, help="'main', 'appendix-h', 'all' (every released SIIT model), 'stress' (the stress tier) or a comma-separated list like 3,33")
 @click.option("--methods", default=None, callback=check_not_empty, help="comma-separated methods (default: all)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=check_out_dir,
               help="results directory (its parent must exist)")

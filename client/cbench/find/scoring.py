@@ -84,6 +84,19 @@ def nmse(truth: np.ndarray, guess: np.ndarray) -> float:
     return float(np.mean((truth - guess) ** 2) / max(float(np.mean(truth ** 2)), 1e-12))
 
 
+def sandbox_jobs(suite, entries) -> list[dict]:
+    """What the sandbox receives for each entry: its key, the function's kind, the submitted code,
+    and for string functions the inputs (never an answer)."""
+    jobs = []
+    for e in entries:
+        fn = suite.functions[e["id"]]
+        job = {"key": e["id"], "kind": fn.config, "code": e["code"]}
+        if fn.config == "strings":
+            job["inputs"] = list(fn.test_inputs)
+        jobs.append(job)
+    return jobs
+
+
 def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), submission_path: str | None = None,
           all_functions: bool = False, trust_code: bool = False) -> dict:
     """Score a validated submission document; returns a ``cbench/find-results/v1`` document.
@@ -98,13 +111,7 @@ def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), subm
         raise UsageError(f"submission names function(s) the suite does not have: {', '.join(unknown[:10])}"
                          + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""))
     grid = F.test_grid()
-    jobs = []
-    for e in entries:
-        fn = suite.functions[e["id"]]
-        job = {"key": e["id"], "kind": fn.config, "code": e["code"]}
-        if fn.config == "strings":
-            job["inputs"] = list(fn.test_inputs)
-        jobs.append(job)
+    jobs = sandbox_jobs(suite, entries)
     boundary = resolve_boundary(trust_code, [suite.root])
     outcomes = run_submissions(jobs, grid.tolist(), limits, trust_code=trust_code, boundary=boundary,
                                private_paths=[suite.root])
