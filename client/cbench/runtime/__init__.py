@@ -113,9 +113,11 @@ May import: ``cbench.tasks``, ``cbench.hub`` (the optimal-ablation cache), ``cbe
 :class:`~cbench.runtime.model_state.ModelState`; only ``circuit_runtime`` composes them.
 """
 
-from cbench.runtime.ablations import ABLATIONS
-from cbench.runtime.circuit_runtime import CircuitRuntime, as_runtime
-from cbench.runtime.masks import edge_names_to_mask
-from cbench.runtime.run_result import RunResult
+# Imported on first use: the CLI imports ``cbench.runtime.allocator`` and ``.threads`` before every
+# command, and those must not pay for torch (2-3 s) when the command never runs a model.
+from cbench.about import moved_attributes as _lazy
 
 __all__ = ["ABLATIONS", "CircuitRuntime", "RunResult", "as_runtime", "edge_names_to_mask"]
+__getattr__ = _lazy(__name__, {"ABLATIONS": "cbench.runtime.ablations", "CircuitRuntime": "cbench.runtime.circuit_runtime",
+                               "as_runtime": "cbench.runtime.circuit_runtime",
+                               "edge_names_to_mask": "cbench.runtime.masks", "RunResult": "cbench.runtime.run_result"})

@@ -15,12 +15,13 @@ resample ablations use. Labels are left to the clean model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from cbench.errors import UsageError
+from cbench.tasks.kinds import pair_loader
 from cbench.tasks.labels import none_class_of
 
 
@@ -174,31 +175,6 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
                     revision=revision, info={"origin": "counterfactuals"})
 
 
-# ---------------------------------------------------------------------------- task kinds
-# A case whose pairs do not come from cbench/counterfactuals names its kind in meta.json
-# (``high_level.kind``, e.g. "ioi") and registers a loader here; load_task_data asks this table
-# first. The built-in kinds register when cbench.tasks is imported, so this module imports none.
-#: ``loader(meta, split, n_examples, seed, use_dataset, offline) -> TaskData``
-PairLoader = Callable[[Mapping, str, "int | None", int, bool, "bool | None"], TaskData]
-
-_KINDS: dict[str, PairLoader] = {}
-
-
-def register_task_kind(kind: str, loader: PairLoader) -> None:
-    """Make ``loader`` give the pairs of every model whose ``meta.json`` names ``kind``."""
-    _KINDS[str(kind)] = loader
-
-
-def task_kind(meta: Mapping) -> str | None:
-    """The kind a model's ``meta.json`` names (``high_level.kind``), or None."""
-    return (meta.get("high_level") or {}).get("kind")
-
-
-def pair_loader(meta: Mapping) -> PairLoader | None:
-    """The registered loader for the model's kind, or None (pairs from the counterfactuals)."""
-    return _KINDS.get(task_kind(meta))
-
-
 def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
                    seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
     """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
@@ -207,7 +183,7 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
     only when asked for (``use_dataset=False``, the CLI's ``--sampled``), never as a fallback:
     what data a command uses must not depend on what happens to be cached. A dataset that cannot
     be had raises one clear error that names ``--sampled``."""
-    loader = pair_loader(meta)
+    loader = pair_loader(meta)  # a registered task kind (cbench.tasks.kinds)
     if loader is not None:  # a registered task kind (IOI: cbench/ioi's rows)
         return loader(meta, split, n_examples, seed, use_dataset, offline)
     if not use_dataset:

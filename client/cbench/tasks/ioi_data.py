@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import torch
 
 from cbench.errors import UsageError
-from cbench.tasks.data import TaskData, register_task_kind
+from cbench.tasks.data import TaskData
 
 DATASET = "ioi"
 # the dataset's counterfactual columns that keep the task (the builders' list adds abc_counterfactual,
@@ -103,15 +103,13 @@ def load_ioi_pairs(meta: Mapping, split: str = "validation", n_examples: int | N
     return data.subset(n_examples) if n_examples else data
 
 
-def _kind_loader(meta: Mapping, split: str, n_examples: int | None, seed: int, use_dataset: bool,
+def kind_loader(meta: Mapping, split: str, n_examples: int | None, seed: int, use_dataset: bool,
                  offline: bool | None) -> TaskData:
     if not use_dataset:
         raise UsageError("the IOI model has no sampled pairs (random words are not IOI sentences); "
                          "leave out --sampled: its pairs come from the cbench/ioi dataset")
     return load_ioi_pairs(meta, split, n_examples, offline=offline)
 
-
-register_task_kind("ioi", _kind_loader)
 
 
 def verify_sets(meta: Mapping, n_pairs: int, offline: bool | None = None) -> dict[str, TaskData]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from cbench.tasks.data import TaskData, register_task_kind, sample_pairs
+from cbench.tasks.data import TaskData, sample_pairs
 
 #: the seed of each split's rows (``seed`` from the caller is added, 0 by default)
 SPLIT_SEEDS = {"train": 11, "validation": 12, "test": 13}
@@ -22,9 +22,7 @@ def stress_pairs(meta: Mapping, split: str = "validation", n_examples: int | Non
     return dataclasses.replace(data, split=split, dataset=None, info={"origin": "stress", "split": split})
 
 
-def _kind_loader(meta: Mapping, split: str, n_examples: int | None, seed: int, use_dataset: bool,
+def kind_loader(meta: Mapping, split: str, n_examples: int | None, seed: int, use_dataset: bool,
                  offline: bool | None) -> TaskData:
     return stress_pairs(meta, split, n_examples, seed)
 
-
-register_task_kind("stress", _kind_loader)
