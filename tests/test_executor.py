@@ -87,6 +87,7 @@ def test_bench_executor_option_errors(tmp_path, capsys):
 
 # default suite (issue 21): 21 s here with two niced trainings beside it; 543 s under load ~20
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'cbench[ray]')")
+@pytest.mark.slow  # > 20 s: `make test-slow`
 def test_bench_on_local_ray_with_two_cpus_matches_the_serial_run(tmp_path, capsys):
     cases = R.write_cases(tmp_path / "cases")
     code, _, err = run(capsys, *R.bench_args(cases, tmp_path / "serial"))
@@ -104,6 +105,7 @@ def test_bench_on_local_ray_with_two_cpus_matches_the_serial_run(tmp_path, capsy
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed (pip install 'cbench[ray]')")
+@pytest.mark.slow  # > 20 s: `make test-slow`
 def test_build_tracr_on_local_ray_writes_the_serial_artifacts(tmp_path, capsys):
     """The other batch builder: `cbench build tracr --executor ray` compiles each case as a Ray task
     and writes the same artifact files as the serial build (weights and circuit byte for byte)."""

@@ -88,6 +88,7 @@ def test_validate_reports_a_bad_edge_in_a_mib_file(tmp_path, art):
     assert proc.returncode == 1 and "a1.h0->m7" in proc.stdout
 
 
+@pytest.mark.slow  # > 20 s: `make test-slow`
 def test_score_and_evaluate_take_a_mib_file(mib_file):
     proc = run_cli(["score", str(CASE), str(mib_file)])
     assert proc.returncode == 0, proc.stderr

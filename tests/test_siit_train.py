@@ -283,6 +283,7 @@ def test_bad_input_is_one_clear_line(tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # > 20 s: `make test-slow`
 def test_a_none_class_case_trains(tmp_path):
     """Case 19 (remove consecutive duplicates) has RASP None at a third of its positions. With None
     as an explicit class the model has to compute it: the class is in the model's outputs and
