@@ -178,3 +178,26 @@ def test_class_aurocs_score_each_class_against_the_edges_outside():
     table = mechanism_table({"a": {"eap": 0.5}, "b": {"eap": 1.0}, "c": {"eap": 0.2}},
                             {"a": "redundancy", "b": "redundancy", "c": "backup"}, ["eap"])
     assert table == {"backup": {"eap": 0.2}, "redundancy": {"eap": 0.75}}
+
+
+def test_defeats_use_auroc_and_cpr_below_random_and_the_markdown_shows_cpr_and_cmd():
+    from cbench.scoring.stress_tier import defeats, markdown
+
+    mechanisms = {"a": "redundancy", "b": "redundancy", "c": "backup"}
+    methods = ["eap", "acdc", "ugs", "random"]
+    auroc = {"a": {"eap": 0.6, "acdc": 0.95, "ugs": 0.85, "random": 0.5},
+             "b": {"eap": 0.8, "acdc": 0.93, "ugs": 0.85, "random": 0.5},
+             "c": {"eap": 0.95, "acdc": 0.8, "ugs": 0.91, "random": 0.5}}
+    # ugs's CPR on backup is below random's: defeated there although its AUROC passes
+    cpr = {"a": {"eap": 0.3, "acdc": 0.9, "ugs": 0.7, "random": 0.4},
+           "b": {"eap": 0.5, "acdc": 0.9, "ugs": 0.7, "random": 0.4},
+           "c": {"eap": 0.9, "acdc": 0.6, "ugs": 0.2, "random": 0.3}}
+    got = defeats(auroc, cpr, mechanisms, methods)
+    # redundancy: eap's mean AUROC 0.70 <= 0.75; acdc's 0.94 >= 0.90; ugs's 0.85 neither
+    assert got == {"backup": {"defeated": ["ugs"], "not_defeated": ["eap", "ugs"]},
+                   "redundancy": {"defeated": ["eap"], "not_defeated": ["acdc"]}}
+    md = markdown({"redundancy": {"eap": 0.7}}, methods, {}, {"cpr": {"redundancy": {"eap": 0.4, "random": 0.4}},
+                                                              "cmd": {"redundancy": {"eap": 0.25}}}, got)
+    assert "### Mean CPR per mechanism (higher is better)" in md and "| redundancy | 0.400 |" in md
+    assert "### Mean CMD per mechanism (lower is better)" in md and "| redundancy | 0.250 |" in md
+    assert "| backup | ugs | eap, ugs |" in md

@@ -343,6 +343,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
     stress_meta: dict = {}
+    faith: dict = {}  # stress tier: CPR and CMD per case and method
     promoted: dict[str, dict[str, float | None]] = {}
     signal: dict[str, dict] = {}
     node_auroc: dict[str, dict[str, float | None]] = {}
@@ -410,6 +411,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             auroc.setdefault(label, {})[method] = res.edge_auroc
             if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
                 per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
+                faith[label] = dict(faith.get(label, {}), **{method: _faithfulness(*case_data(), graph, doc)})
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             if method == "random":  # the row at chance: the mean over many draws, not one draw
@@ -439,11 +441,12 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
     if discrimination:
         table += "\n" + discrimination_markdown(discrimination)
-    stress = _stress_block(auroc, per_class, stress_meta, method_list)
+    stress = _stress_block(auroc, per_class, stress_meta, method_list, faith)
     if stress:
         from cbench.scoring.stress_tier import markdown as stress_markdown
 
-        table += "\n" + stress_markdown(stress["by_mechanism"], method_list, stress["predictions"])
+        table += "\n" + stress_markdown(stress["by_mechanism"], method_list, stress["predictions"],
+                                        stress.get("faithfulness_by_mechanism"), stress.get("defeats"))
     (out / "table.md").write_text(table)
     doc = results_document("bench", {"auroc": auroc, "auroc_promoted": promoted, "granularity": "qkv",
                                      "calibration": _calibration(auroc, method_list),
@@ -468,13 +471,33 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     return doc
 
 
-def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list[str]) -> dict | None:
-    """Per-class AUROC, the method x mechanism table and the cards' predictions against the run."""
+def _faithfulness(sc, data, graph, doc) -> dict:
+    """CPR and CMD of one method's scores on one stress model (MIB's faithfulness metrics)."""
+    from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
+
+    try:
+        res = evaluate_faithfulness(sc, data, edge_score_vector(graph, doc))
+    except CbenchError:
+        return {"cpr": None, "cmd": None}
+    clean = lambda x: float(x) if math.isfinite(x) else None
+    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd)}
+
+
+def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list[str],
+                  faith: dict | None = None) -> dict | None:
+    """Per-class AUROC, the method x mechanism tables (edge AUROC, CPR, CMD), which methods each
+    mechanism defeats, and the cards' predictions against the run."""
     if not stress_meta:
         return None
-    from cbench.scoring.stress_tier import mechanism_table, predictions_held
+    from cbench.scoring.stress_tier import defeats, mechanism_table, predictions_held
 
     mechanisms = {c: kind for c, (kind, _p) in stress_meta.items()}
+    faith = faith or {}
+    by_metric = {m: {c: {meth: v.get(m) for meth, v in per.items()} for c, per in faith.items()}
+                 for m in ("cpr", "cmd")}
     return {"per_class": per_class, "mechanisms": mechanisms,
             "by_mechanism": mechanism_table(auroc, mechanisms, methods),
+            "faithfulness": faith,
+            "faithfulness_by_mechanism": {m: mechanism_table(by_metric[m], mechanisms, methods) for m in by_metric},
+            "defeats": defeats(auroc, by_metric["cpr"], mechanisms, methods),
             "predictions": {c: predictions_held(preds, auroc.get(c, {})) for c, (_k, preds) in stress_meta.items()}}

@@ -78,13 +78,49 @@ def mechanism_table(auroc: Mapping[str, Mapping[str, float]], mechanisms: Mappin
     return out
 
 
-def markdown(table: Mapping[str, Mapping[str, float]], methods: list[str], held: Mapping[str, list[dict]]) -> str:
-    """The method x mechanism table and the predictions that did not hold, as Markdown."""
+def defeats(auroc: Mapping[str, Mapping[str, float]], cpr: Mapping[str, Mapping[str, float | None]],
+            mechanisms: Mapping[str, str], methods: list[str]) -> dict[str, dict[str, list[str]]]:
+    """Per mechanism, over its models' means: the methods it defeats (edge AUROC at most
+    ``FAIL_AT_MOST``, or CPR below the random method's) and those it does not (AUROC at least
+    ``PASS_AT_LEAST``). The random method itself is in neither list."""
+    by_auroc = mechanism_table(auroc, mechanisms, methods)
+    by_cpr = mechanism_table(cpr, mechanisms, methods) if cpr else {}
+    out = {}
+    for mech, row in by_auroc.items():
+        cprs = by_cpr.get(mech, {})
+        floor = cprs.get("random")
+        real = [m for m in methods if m != "random" and m in row]
+        out[mech] = {
+            "defeated": [m for m in real if row[m] <= FAIL_AT_MOST
+                         or (floor is not None and cprs.get(m) is not None and cprs[m] < floor)],
+            "not_defeated": [m for m in real if row[m] >= PASS_AT_LEAST],
+        }
+    return out
+
+
+def _table(title: str, table: Mapping[str, Mapping[str, float]], methods: list[str]) -> list[str]:
     cols = [m for m in methods if any(m in row for row in table.values())]
-    lines = ["## Stress tier: mean edge AUROC per mechanism", "",
-             "| mechanism | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
+    lines = [title, "", "| mechanism | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
     for mech, row in table.items():
-        lines.append(f"| {mech} | " + " | ".join(f"{row[m]:.3f}" if m in row else "" for m in cols) + " |")
+        lines.append(f"| {mech} | " + " | ".join(f"{row[m]:.3f}" if row.get(m) is not None else "" for m in cols)
+                     + " |")
+    return lines
+
+
+def markdown(table: Mapping[str, Mapping[str, float]], methods: list[str], held: Mapping[str, list[dict]],
+             faithfulness: Mapping[str, Mapping] | None = None, beaten: Mapping[str, Mapping] | None = None) -> str:
+    """The method x mechanism tables (edge AUROC; CPR and CMD when given), which methods each
+    mechanism defeats, and the predictions that did not hold, as Markdown."""
+    lines = _table("## Stress tier: mean edge AUROC per mechanism", table, methods)
+    for metric, better in (("cpr", "higher is better"), ("cmd", "lower is better")):
+        if faithfulness and faithfulness.get(metric):
+            lines += [""] + _table(f"### Mean {metric.upper()} per mechanism ({better})", faithfulness[metric],
+                                   methods)
+    if beaten:
+        lines += ["", "| mechanism | defeats (AUROC <= 0.75 or CPR below random's) | does not defeat (AUROC >= 0.90) |",
+                  "| --- | --- | --- |"]
+        lines += [f"| {mech} | {', '.join(row['defeated']) or '(none)'} | {', '.join(row['not_defeated']) or '(none)'} |"
+                  for mech, row in beaten.items()]
     rows = [dict(r, case=c) for c, rs in held.items() for r in rs]
     n_held = sum(r["held"] for r in rows)
     lines += ["", f"Predictions in the model cards: {n_held} of {len(rows)} held"
