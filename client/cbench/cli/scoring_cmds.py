@@ -113,6 +113,24 @@ def _data_options(f):
     return f
 
 
+protocol_option = click.option(
+    "--protocol", type=click.Choice(["cbench", "mib"]), default="cbench", show_default=True,
+    help="cbench: the paper-faithful procedure; mib: also MIB's reference-code procedure (greedy-pruned AUROC, "
+         "pruned int(k*n)-edge CPR/CMD circuits; docs/mib-parity.md)")
+
+
+def _mib_auroc_lines(artifact, doc) -> tuple[list[str], dict]:
+    """MIB's greedy-pruned edge AUROC of an (already checked) edge-scores document."""
+    from cbench.scoring.faithfulness import edge_score_vector
+    from cbench.scoring.mib_protocol import mib_auroc
+    from cbench.scoring.report import fmt
+
+    r = mib_auroc(artifact.graph, edge_score_vector(artifact.graph, doc), _truth(artifact))
+    sizes = ", ".join(f"{k:g}:{n}" for k, n in zip(r.grid, r.n_edges))
+    return [f"MIB edge AUROC (greedy |score| circuits, pruned; protocol mib): {fmt(r.auroc)}",
+            f"  edges left after pruning at k = {sizes}"], r.to_dict()
+
+
 def _scoring_case(artifact, split, n_examples, sampled, seed):
     from cbench.scoring.task import case_from_artifact, pair_data
 
@@ -191,8 +209,9 @@ def _auroc_lines(artifact, doc, res) -> list[str]:
                    "such as sp and edge-sp, |score| otherwise)")
 @click.option("--include-no-signal", is_flag=True,
               help="count ground-truth edges that cannot carry signal as positives (default: left out)")
+@protocol_option
 @_data_options
-def score(case, scores, out, as_json, plot, signed, include_no_signal, n_examples, split, sampled, seed):
+def score(case, scores, out, as_json, plot, signed, include_no_signal, protocol, n_examples, split, sampled, seed):
     """Edge- and node-level ROC/AUROC of SCORES against CASE's ground-truth circuit: at q/k/v
     granularity, and promoted to heads (head score = max |score| over q/k/v) as InterpBench does.
     Ground-truth edges that cannot carry signal (marked in the circuit, else derived from the
@@ -207,13 +226,19 @@ def score(case, scores, out, as_json, plot, signed, include_no_signal, n_example
                       lambda: _scoring_case(artifact, split, n_examples, sampled, seed), echo=o.echo)
     for line in _auroc_lines(artifact, doc, res):
         o.echo(line)
+    mib = None
+    if protocol == "mib":
+        lines, mib = _mib_auroc_lines(artifact, doc)
+        for line in lines:
+            o.echo(line)
     if plot:
         plot_roc(plot, {"edges": (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc),
                         "nodes": (res.node_roc.fpr, res.node_roc.tpr, res.node_auroc)},
                  f"case {artifact.case}: {(doc.get('method') or {}).get('name', '?')} vs ground truth")
         o.echo(f"ROC plot written to {plot}")
     if o.wants_document:
-        rdoc = results_document("auroc", res.to_dict(), {"scores": file_input(scores), "model": _model_ref(artifact),
+        body = res.to_dict() if mib is None else dict(res.to_dict(), mib=mib)
+        rdoc = results_document("auroc", body, {"scores": file_input(scores), "model": _model_ref(artifact),
                                                          "method": doc.get("method")},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
         _finish(rdoc, out, o)
@@ -230,8 +255,10 @@ def score(case, scores, out, as_json, plot, signed, include_no_signal, n_example
 @click.option("--construction", type=click.Choice(["auto", "top-n", "greedy"]), default="auto", show_default=True,
               help="how CPR/CMD circuits are built from the scores: top-n, or greedy search from the logits "
                    "(MIB E.1); auto: what the submission's method needs (greedy for ifr, else top-n)")
+@protocol_option
 @_data_options
-def evaluate(submission, case_arg, ablation, metric, out, as_json, construction, n_examples, split, sampled, seed):
+def evaluate(submission, case_arg, ablation, metric, out, as_json, construction, protocol, n_examples, split, sampled,
+             seed):
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
@@ -277,6 +304,10 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
             for line in _auroc_lines(artifact, doc, res):
                 o.echo(line)
             results["auroc"] = res.to_dict(curves=False)
+            if protocol == "mib":
+                lines, results["auroc"]["mib"] = _mib_auroc_lines(artifact, doc)
+                for line in lines:
+                    o.echo(line)
         else:
             from cbench.scoring.ground_truth import check_edge_scores
 
@@ -288,13 +319,14 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
             spec = METHODS.get(str((doc.get("method") or {}).get("name")))
             construction = spec.construction if spec is not None else "top-n"
         faith = evaluate_faithfulness(case, data, edge_score_vector(artifact.graph, doc), ablation=ablation,
-                                      metric=metric, construction=construction)
+                                      metric=metric, construction=construction, protocol=protocol)
         o.echo(f"CPR: {fmt(faith.cpr)}")
         o.echo(f"CMD: {fmt(faith.cmd)}")
-        o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits)")
+        o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits"
+               + (", MIB protocol: int(k*n) edges, pruned)" if protocol == "mib" else ")"))
         for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
             o.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
-        results["faithfulness"] = dict(faith.to_dict(), construction=construction)
+        results["faithfulness"] = dict(faith.to_dict(), construction=construction, protocol=protocol)
     else:
         import numpy as np
 
@@ -308,6 +340,8 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
         circuits = sorted(doc["circuits"], key=lambda c: c["fraction"])
         grid = [float(c["fraction"]) for c in circuits]
         masks = np.stack([artifact.graph.mask(c["edges"]) for c in circuits])
+        if protocol == "mib":  # MIB's evaluate_graph prunes every circuit before running it
+            masks = np.stack([artifact.graph.prune_dangling(m) for m in masks])
         case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
         selection = doc.get("selection")
         curve = faithfulness_of_circuits(case, data, masks, grid, ablation=ablation, metric=metric,

@@ -118,11 +118,18 @@ class FaithfulnessCurve:
 
 def faithfulness_curve(case, data, scores, absolute: bool = False, ablation: str = "resample",
                        metric: str | None = None, grid: Sequence[float] = SIZE_GRID,
-                       positional: bool = True, _bound=None, construction: str = "top-n") -> FaithfulnessCurve:
-    """f(C_k) for every k of ``grid`` (see the module docstring)."""
+                       positional: bool = True, _bound=None, construction: str = "top-n",
+                       protocol: str = "cbench") -> FaithfulnessCurve:
+    """f(C_k) for every k of ``grid`` (see the module docstring); ``protocol="mib"``: MIB's
+    circuits (``int(k·n)`` edges, pruned; :mod:`cbench.scoring.mib_protocol`)."""
     scores = np.asarray(scores, dtype=np.float64)
     case.graph.check_mask(scores)
-    masks = circuits_at_sizes(scores, grid, absolute=absolute, construction=construction, graph=case.graph)
+    if protocol == "mib":
+        from cbench.scoring.mib_protocol import circuits_at_sizes as mib_circuits
+
+        masks = mib_circuits(case.graph, scores, grid, absolute=absolute, construction=construction)
+    else:
+        masks = circuits_at_sizes(scores, grid, absolute=absolute, construction=construction, graph=case.graph)
     return faithfulness_of_circuits(case, data, masks, grid, ablation, metric, positional, absolute, _bound)
 
 
@@ -173,11 +180,14 @@ class FaithfulnessResult:
 
 def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric: str | None = None,
                           grid: Sequence[float] = SIZE_GRID, positional: bool = True,
-                          construction: str = "top-n") -> FaithfulnessResult:
+                          construction: str = "top-n", protocol: str = "cbench") -> FaithfulnessResult:
     """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector;
-    circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`)."""
+    circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`) and
+    ``protocol`` (``cbench``, or ``mib``: pruned, ``int(k·n)`` edges)."""
     bound = task_metric(case, data, metric)
-    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction)
-    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction)
+    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction,
+                                   protocol)
+    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction,
+                                   protocol)
     return FaithfulnessResult(cpr_curve.area, cmd_curve.distance, cpr_curve, cmd_curve, ablation,
                               bound[0].name, data.n_examples)

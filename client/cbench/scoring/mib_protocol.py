@@ -1,0 +1,182 @@
+"""``--protocol mib``: circuits, AUROC and CPR/CMD built the way MIB's circuit-track code builds
+them (``hannamw/MIB-circuit-track`` with the EAP-IG library it pins, ``hannamw/EAP-IG`` branch
+``MIB``), so a number can sit beside MIB's leaderboard. ``cbench`` (the default protocol) is
+the paper-faithful one; see docs/mib-parity.md for every difference.
+
+What the reference code does, and what this module reproduces:
+
+* **Greedy circuits** (``Graph.apply_greedy(n, absolute, prune=True)``): from the logits, add
+  the best-scoring edge into the current node set n times, its source joining the set; then
+  **prune**: repeatedly drop nodes without an in-graph incoming (``input`` exempt) or outgoing
+  edge and edges whose ends are gone (``Graph.prune``). On a DAG this keeps exactly the edges on
+  an ``input`` -> ``logits`` path of the circuit (:meth:`cbench.graph.graph.Graph.prune_dangling`).
+  The loop runs ``while n > 0: n -= 1`` on a float ``n``, so a size of ``pct * n_edges`` edges
+  takes ⌈pct · n_edges⌉ edges in floating point (:func:`greedy_count`).
+* **Top-n circuits** (``Graph.apply_topn(n, absolute, prune=True)``): the n best edges, pruned.
+* **Scores are float32** (the reference keeps them in a float32 tensor), so ranking uses the
+  float32 value. Ties: the reference breaks them by Python set order (hash-randomised); here by
+  the graph's edge order.
+* **AUROC** (``evaluation.py::evaluate_area_under_roc`` with ``print_results.py::area_under_curve``):
+  at each size pct ∈ {.001, ..., 1} the greedy absolute circuit of ``pct · n_edges`` edges,
+  pruned, is compared with the reference circuit edge by edge (TPR = TP / (TP + FN), FPR =
+  FP / (FP + TN)); the AUROC is the trapezoid over those ten (FPR, TPR) points with FPR divided by
+  its last value, no point at (0, 0). Every ground-truth edge is a positive (the reference has no
+  notion of edges that cannot carry signal).
+* **CPR / CMD circuits** (``evaluation.py::evaluate_area_under_curve``): ``int(pct · n_edges)``
+  edges (0 at the smallest sizes of a small graph: the empty circuit), top-n (or greedy for
+  methods MIB runs greedily, IFR), signed for CPR and absolute for CMD, pruned.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cbench.errors import UsageError
+from cbench.graph.circuits import greedy_order
+from cbench.graph.graph import promote_edge_name
+
+PROTOCOLS = ("cbench", "mib")
+SIZE_GRID: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+__all__ = [
+    "PROTOCOLS",
+    "SIZE_GRID",
+    "MibRoc",
+    "check_protocol",
+    "circuits_at_sizes",
+    "greedy_circuit",
+    "greedy_count",
+    "mib_auroc",
+    "mib_key",
+    "topn_circuit",
+    "topn_count",
+    "truth_labels",
+]
+
+
+def check_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"unknown protocol {protocol!r}; choose one of: {', '.join(PROTOCOLS)}")
+    return protocol
+
+
+def greedy_count(pct: float, n_edges: int) -> int:
+    """Edges ``apply_greedy(pct * n_edges)`` adds: its ``while n > 0: n -= 1`` loop on a float."""
+    n = pct * n_edges
+    count = 0
+    while n > 0 and count < n_edges:
+        n -= 1
+        count += 1
+    return count
+
+
+def topn_count(pct: float, n_edges: int) -> int:
+    """Edges ``evaluate_area_under_curve`` asks ``apply_topn`` for: ``int(pct * n_edges)``."""
+    return min(n_edges, int(pct * n_edges))
+
+
+def mib_key(scores) -> np.ndarray:
+    """The scores as the reference holds them (float32), as float64 for sorting."""
+    s = np.asarray(scores, dtype=np.float64)
+    if not np.all(np.isfinite(s)):
+        raise UsageError("edge scores must be finite numbers")
+    return s.astype(np.float32).astype(np.float64)
+
+
+def greedy_circuit(graph, scores, n: int, absolute: bool = True, prune: bool = True,
+                   order: np.ndarray | None = None) -> np.ndarray:
+    """Boolean edge mask of ``apply_greedy(n, absolute, prune)``."""
+    if order is None:
+        order = greedy_order(graph, mib_key(scores), absolute)
+    mask = np.zeros(graph.n_edges, dtype=bool)
+    mask[order[:max(0, int(n))]] = True
+    return graph.prune_dangling(mask) if prune else mask
+
+
+def topn_circuit(graph, scores, n: int, absolute: bool = True, prune: bool = True,
+                 order: np.ndarray | None = None) -> np.ndarray:
+    """Boolean edge mask of ``apply_topn(n, absolute, level='edge', prune)``."""
+    if order is None:
+        key = mib_key(scores)
+        order = np.argsort(-(np.abs(key) if absolute else key), kind="stable")
+    mask = np.zeros(graph.n_edges, dtype=bool)
+    mask[order[:max(0, int(n))]] = True
+    return graph.prune_dangling(mask) if prune else mask
+
+
+def circuits_at_sizes(graph, scores, grid: Sequence[float] = SIZE_GRID, absolute: bool = False,
+                      construction: str = "top-n") -> np.ndarray:
+    """Masks ``[len(grid), n_edges]`` of MIB's CPR/CMD circuits (``int(pct · n)`` edges, pruned)."""
+    key = mib_key(scores)
+    if key.shape != (graph.n_edges,):
+        raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
+    if construction == "greedy":
+        order, build = greedy_order(graph, key, absolute), greedy_circuit
+    elif construction == "top-n":
+        order, build = np.argsort(-(np.abs(key) if absolute else key), kind="stable"), topn_circuit
+    else:
+        raise UsageError(f"unknown circuit construction {construction!r}; choose one of: top-n, greedy")
+    return np.stack([build(graph, key, topn_count(k, graph.n_edges), absolute, True, order) for k in grid])
+
+
+def truth_labels(graph, truth_edges: Iterable[str]) -> np.ndarray:
+    """Per graph edge: in the reference circuit (a q/k/v edge named in it, or, for a head-level
+    truth, a q/k/v edge whose head-level edge is named)."""
+    truth = set(truth_edges)
+    if not truth:
+        raise UsageError("the ground-truth circuit is empty; there is nothing to score against")
+    return np.fromiter((e.name in truth or promote_edge_name(e.name) in truth for e in graph.edges),
+                       dtype=bool, count=graph.n_edges)
+
+
+@dataclass(frozen=True)
+class MibRoc:
+    """MIB's greedy-pruned ROC: one point per circuit size."""
+
+    grid: tuple[float, ...]
+    n_requested: tuple[int, ...]  # edges greedy construction added
+    n_edges: tuple[int, ...]  # edges left after pruning
+    tpr: tuple[float, ...]
+    fpr: tuple[float, ...]
+    precision: tuple[float, ...]
+    auroc: float
+    absolute: bool
+
+    def to_dict(self) -> dict:
+        clean = lambda x: None if isinstance(x, float) and not math.isfinite(x) else x
+        return {"protocol": "mib", "construction": "greedy, pruned", "ranking": "absolute" if self.absolute else "signed",
+                "auroc": clean(self.auroc), "grid": list(self.grid), "n_requested": list(self.n_requested),
+                "n_edges": list(self.n_edges), "tpr": [clean(v) for v in self.tpr],
+                "fpr": [clean(v) for v in self.fpr], "precision": [clean(v) for v in self.precision]}
+
+
+def mib_auroc(graph, scores, truth_edges: Iterable[str], absolute: bool = True,
+              grid: Sequence[float] = SIZE_GRID) -> MibRoc:
+    """MIB's InterpBench edge AUROC of one edge-score vector (see the module docstring)."""
+    labels = truth_labels(graph, truth_edges)
+    key = mib_key(scores)
+    if key.shape != (graph.n_edges,):
+        raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
+    order = greedy_order(graph, key, absolute)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    req, kept, tpr, fpr, prec = [], [], [], [], []
+    for pct in grid:
+        n = greedy_count(pct, graph.n_edges)
+        mask = greedy_circuit(graph, key, n, absolute, True, order)
+        tp = int((mask & labels).sum())
+        fp = int((mask & ~labels).sum())
+        req.append(n)
+        kept.append(int(mask.sum()))
+        tpr.append(tp / n_pos if n_pos else math.nan)
+        fpr.append(fp / n_neg if n_neg else math.nan)
+        prec.append(tp / (tp + fp) if tp + fp else 0.0)
+    auc = math.nan
+    if fpr[-1] and math.isfinite(fpr[-1]):
+        x = [v / fpr[-1] for v in fpr]
+        auc = float(sum((x[i + 1] - x[i]) * (tpr[i + 1] + tpr[i]) / 2 for i in range(len(x) - 1)))
+    return MibRoc(tuple(float(k) for k in grid), tuple(req), tuple(kept), tuple(tpr), tuple(fpr), tuple(prec),
+                  auc, absolute)
