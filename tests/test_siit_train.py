@@ -24,6 +24,7 @@ CBENCH = Path(sys.executable).with_name("cbench")
 # a small budget: 4 epochs of 4096 pairs, batch 256, lr 1e-2 (about 3 CPU seconds per run)
 SMALL = dict(algorithm="summed", lr=0.01, lr_decay_epochs=4, batch_size=256, pairs_per_epoch=4096,
              eval_pairs=400, epochs=4, target=1.0)
+GATE_PAIRS = 200  # pairs per set of the release gates (cbench verify's sets, fewer of them)
 
 
 @pytest.fixture(scope="module")
@@ -184,9 +185,10 @@ def trained(tracr_dir, tmp_path_factory):
     from cbench_builders.siit.build import train_case
 
     out = tmp_path_factory.mktemp("siit")
-    siit = train_case("3", tracr_dir, out, overrides={**SMALL, "epochs": 2}, progress=False, keep_failed=True)
+    siit = train_case("3", tracr_dir, out, overrides={**SMALL, "epochs": 2}, progress=False, keep_failed=True,
+                      gate_pairs=GATE_PAIRS)
     iit = train_case("3", tracr_dir, out, iit=True, overrides={**SMALL, "epochs": 2}, progress=False,
-                     keep_failed=True)
+                     keep_failed=True, gate_pairs=GATE_PAIRS)
     return out, siit, iit
 
 
@@ -222,6 +224,20 @@ def test_train_case_writes_a_valid_artifact(trained):
     out, siit, _ = trained
     assert siit.path == out / "case-3"
     _check_artifact(siit.path, "summed")
+
+
+def test_the_build_gates_on_the_pairs_cbench_verify_uses(trained):
+    """The release gates in meta.json are cbench verify's, on the counterfactuals validation split
+    and verify's fresh pairs: verifying the written artifact gives every gate the same value."""
+    from cbench.verify.artifact import verify_artifact
+
+    _, siit, _ = trained
+    art = read_model_artifact(siit.path)
+    report = verify_artifact(art, n_pairs=GATE_PAIRS)
+    assert report.n_pairs == {"validation": GATE_PAIRS, "fresh": GATE_PAIRS}
+    assert report.summary() == art.meta["gates"]
+    assert art.meta["release_gates"]["pairs"].startswith("cbench verify's: validation 200, fresh 200")
+    assert art.meta["released"] == report.passed
 
 
 def test_algorithm_1_writes_a_valid_artifact(tracr_dir, tmp_path):

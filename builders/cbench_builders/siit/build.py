@@ -26,7 +26,7 @@ import torch
 
 import cbench
 from cbench.cli.executor_opts import executor_options
-from cbench.errors import BuildError, UsageError
+from cbench.errors import BuildError, CbenchError, UsageError
 from cbench.tasks.labels import NONE_LABEL
 from cbench.verify.gates import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
 
@@ -118,7 +118,7 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
 
 def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, overrides: dict | None = None,
                progress: bool = True, keep_failed: bool = False, failed_dir: Path | None = None,
-               log=None) -> SIITOutcome:
+               log=None, gate_pairs: int | None = None) -> SIITOutcome:
     from cbench.artifacts.model import read_model_artifact, write_model_artifact
     from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.cases.specs import load_case
@@ -203,9 +203,9 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     corr = correspondence_document(case, mapping, hl_circuit, shape, hl_shape, cfg.seed)
 
     # the release gates, recomputed through hooks and the graph runtime (cbench.verify.gates), on the
-    # validation pairs and on freshly sampled ones; ground-truth edges without signal get marked
-    from cbench.verify.gates import verify_model
-
+    # pair sets `cbench verify` uses (the counterfactuals dataset's validation split and its fresh
+    # pairs, same count and seed), so a released model passes its own verification; ground-truth
+    # edges without signal get marked
     base_meta = {k: v for k, v in meta.items() if k != "files"}
     base_meta["model_kind"] = kind
     if none_class is not None:
@@ -213,8 +213,7 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     result.model.eval()
     if invariant and kind == "siit":  # declared from the program, checked by the marked-edge gate
         circuit["edge_signal"] = {e: {"signal": False, "why": INVARIANT_WHY} for e in invariant}
-    report = verify_model(result.model, base_meta, circuit, corr, hl_model,
-                          _pair_sets(pairs, base_meta, seed=cfg.seed + 3))
+    report = _release_gates(case, result.model, base_meta, circuit, corr, hl_model, gate_pairs)
     marks = report.no_signal_marks()
     if marks and kind == "siit":
         circuit["edge_signal"] = marks
@@ -257,7 +256,9 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
                               "max_complement_edge_effect": MAX_COMPLEMENT_EFFECT,
                               "min_edge_changed": MIN_EDGE_CHANGED,
                               "min_edge_score": "above every edge outside the ground truth",
-                              "min_oracle_edge_auroc": MIN_ORACLE_AUROC},
+                              "min_oracle_edge_auroc": MIN_ORACLE_AUROC,
+                              "pairs": "cbench verify's: " + ", ".join(f"{k} {v}" for k, v in report.n_pairs.items())
+                                       + " (the counterfactuals validation split; fresh pairs with verify's seed)"},
             "gates": report.summary(), "edge_signals": [asdict(e) for e in report.edges],
             "validation": {"n_pairs": sum(len(b) for b, _ in pairs), "min_siia_node": m["min_siia_node"],
                            "max_out_of_circuit_resample_effect": max_out,
@@ -314,16 +315,24 @@ def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
     return len(meta["output_classes"]) if ties else None
 
 
-def _pair_sets(pairs, meta: dict, seed: int) -> dict:
-    """The validation pairs as TaskData (one bucket per length) and as many freshly sampled pairs."""
-    from cbench.tasks.data import TaskData, sample_pairs
+def _release_gates(case: str, model, meta: dict, circuit: dict, corr: dict, hl_model, n_pairs: int | None):
+    """Every gate of ``cbench verify`` on its own pair sets (:func:`cbench.verify.artifact.verification_sets`:
+    the counterfactuals validation split and the fresh pairs, at verify's count and seed unless
+    ``n_pairs`` says otherwise), at verify's thread count."""
+    from cbench.runtime.threads import use_cpu_threads
+    from cbench.verify.artifact import VERIFY_PAIRS, verification_sets
+    from cbench.verify.gates import verify_model
 
-    buckets = []
-    for base, source in pairs:
-        valid = torch.ones(base.shape, dtype=torch.bool)
-        valid[:, 0] = False
-        buckets.append(TaskData(base, source, None, valid, meta["task_type"], split="validation"))
-    return {"validation": buckets, "fresh": sample_pairs(meta, sum(len(b) for b, _ in pairs), seed=seed)}
+    prev = torch.get_num_threads()
+    use_cpu_threads()
+    try:
+        try:
+            sets = verification_sets(case, meta, n_pairs or VERIFY_PAIRS)
+        except CbenchError as exc:
+            raise BuildError(f"case {case}: the release gates run on the pairs `cbench verify` uses, and {exc}") from None
+        return verify_model(model, meta, circuit, corr, hl_model, sets)
+    finally:
+        torch.set_num_threads(prev)
 
 
 def _architecture_note(low_level: dict) -> str:

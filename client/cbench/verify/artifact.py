@@ -8,12 +8,34 @@ from __future__ import annotations
 from cbench.tasks.data import TaskData
 from cbench.verify.gates import VerifyReport, verify_model
 
+#: ``cbench verify``'s defaults: pairs per set and the seed of the freshly sampled pairs (the SIIT
+#: build gates a model on these very sets, so a released model passes its own verification)
+VERIFY_PAIRS = 1000
+VERIFY_SEED = 20261122
 
-def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dataset: bool = True,
+
+def verification_sets(case: str, meta, n_pairs: int = VERIFY_PAIRS, seed: int = VERIFY_SEED,
+                      use_dataset: bool = True, offline: bool | None = None) -> dict[str, TaskData]:
+    """The pair sets ``cbench verify`` gates a Tracr, SIIT or IIT model on: ``validation``, the
+    counterfactuals dataset's validation split (``n_pairs`` of it; with ``use_dataset``), and
+    ``fresh``, ``n_pairs`` pairs sampled from meta.json with ``seed``."""
+    from cbench.tasks.data import load_task_data, sample_pairs
+
+    sets: dict[str, TaskData] = {}
+    if use_dataset:
+        data = load_task_data(case, meta, split="validation", n_examples=n_pairs, offline=offline,
+                              use_dataset=True)
+        if data.split == "validation":
+            sets["validation"] = data
+    sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+    return sets
+
+
+def verify_artifact(artifact, n_pairs: int = VERIFY_PAIRS, seed: int = VERIFY_SEED, use_dataset: bool = True,
                     offline: bool | None = None) -> VerifyReport:
     """:func:`verify_model` on a model artifact: validation pairs from the counterfactuals dataset
     (when it can be loaded) and ``n_pairs`` fresh sampled pairs drawn with ``seed``."""
-    from cbench.tasks.data import load_task_data, sample_pairs
+    from cbench.tasks.data import sample_pairs
 
     meta = artifact.meta
     model = artifact.load_model()
@@ -24,22 +46,17 @@ def verify_artifact(artifact, n_pairs: int = 1000, seed: int = 20261122, use_dat
         return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, IOIHighLevel.from_meta(meta),
                             verify_sets(meta, n_pairs, offline=offline))
     if meta.get("model_kind") == "stress":  # hand-set weights: the mechanism gates prove the labels
-        from cbench.tasks.stress import stress_pairs
+        from cbench.tasks.data import load_task_data
         from cbench.verify.mechanisms import verify_stress
 
-        return verify_stress(model, meta, artifact.circuit or {}, {
-            "validation": stress_pairs(meta, "validation", n_pairs),
-            "fresh": sample_pairs(meta, n_pairs, seed=seed)})
+        sets = {}
+        if use_dataset:  # cbench/stress-counterfactuals' validation split
+            sets["validation"] = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs,
+                                                offline=offline, use_dataset=True)
+        sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+        return verify_stress(model, meta, artifact.circuit or {}, sets)
     tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
     if meta.get("model_kind") == "tracr":
         tracr = model
-    sets: dict[str, TaskData] = {}
-    if use_dataset:
-        data = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs, offline=offline,
-                              use_dataset=True)
-        if data.split == "validation":
-            sets["validation"] = data
-    sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+    sets = verification_sets(artifact.case, meta, n_pairs, seed, use_dataset=use_dataset, offline=offline)
     return verify_model(model, meta, artifact.circuit or {}, artifact.correspondence, tracr, sets)
-
-
