@@ -5,6 +5,7 @@ The index listing and a bad model name are checked in the default suite."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "verify_zoo.py"
-sys.path.insert(0, str(SCRIPT.parent))
-
-import verify_zoo
+_spec = importlib.util.spec_from_file_location("verify_zoo", SCRIPT)
+verify_zoo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(verify_zoo)
 
 
 def test_the_sweep_covers_every_released_siit_model():
