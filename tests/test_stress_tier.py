@@ -201,3 +201,32 @@ def test_defeats_use_auroc_and_cpr_below_random_and_the_markdown_shows_cpr_and_c
     assert "### Mean CPR per mechanism (higher is better)" in md and "| redundancy | 0.400 |" in md
     assert "### Mean CMD per mechanism (lower is better)" in md and "| redundancy | 0.250 |" in md
     assert "| backup | ugs | eap, ugs |" in md
+
+
+def test_the_stress_dataset_holds_the_split_rows_and_the_models_answers(tmp_path):
+    """`cbench build stress-dataset`: each config's split is stress_pairs' rows for that split,
+    readable by `datasets.load_dataset` and by cbench's row reader, with the model's answers as
+    labels (the `labels` gate of cbench verify holds on them, and fails on a wrong label)."""
+    from datasets import load_dataset
+    from cbench_builders.stress.dataset import build_stress_dataset
+
+    from cbench.tasks.data import from_rows
+    from cbench.tasks.stress import stress_pairs
+    from cbench.verify.mechanisms import _labels_gate
+
+    card = build_stress_dataset(tmp_path / "ds", ["neg-2"], rows=40, echo=lambda _: None)
+    assert "config_name: stress-neg-2" in card.read_text()
+    ds = load_dataset(str(tmp_path / "ds"), "stress-neg-2")
+    assert {s: ds[s].num_rows for s in ds} == {"train": 40, "validation": 40, "test": 40}
+    d = D.neg_2()
+    meta = meta_of(d)
+    data = from_rows(list(ds["validation"]), meta, "validation")
+    want = stress_pairs(meta, "validation", 40)
+    assert torch.equal(data.base, want.base) and torch.equal(data.source, want.source)
+    model = d.kit.model()
+    # copy suppression answers x2 at every position: the label is x2's class
+    assert torch.equal(data.labels[:, 1:], (data.base[:, 2:3] - 1).expand(-1, 4))
+    assert _labels_gate(model, data, "validation").passed
+    data.labels[0, 1] = (data.labels[0, 1] + 1) % len(d.kit.vocab)
+    gate = _labels_gate(model, data, "validation")
+    assert not gate.passed and gate.value == pytest.approx(1 - 1 / (40 * 4))

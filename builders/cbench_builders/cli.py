@@ -17,9 +17,11 @@ SUBCOMMANDS = {
     "siit": "cbench_builders.siit.build:build_siit_cmd",
     "siit-report": "cbench_builders.siit.report:siit_report_cmd",
     "release": "cbench_builders.release.zoo:build_release_cmd",
+    "re-release": "cbench_builders.release.rerelease:rerelease_cmd",
     "find": "cbench_builders.find.suite:build_find_cmd",
     "ioi-model": "cbench_builders.ioi.build:build_ioi_cmd",
     "stress": "cbench_builders.stress.build:build_stress_cmd",
+    "stress-dataset": "cbench_builders.stress.dataset:build_stress_dataset_cmd",
 }
 
 

@@ -47,6 +47,16 @@ def render_card(template: str, context: dict, data_root: str | os.PathLike | Non
         raise BuildError(f"card template {template!r} needs a value it was not given: {exc}") from None
 
 
+def render_partial(name: str, context: dict) -> str:
+    """Render one shared section, ``cards/<name>.md.j2`` (no front matter), with ``context``."""
+    try:
+        return _env().get_template(f"{name}.md.j2").render(**context)
+    except jinja2.TemplateNotFound:
+        raise BuildError(f"no card template {name!r} in {CARDS_DIR}") from None
+    except jinja2.UndefinedError as exc:
+        raise BuildError(f"card template {name!r} needs a value it was not given: {exc}") from None
+
+
 def size_category(n_rows: int) -> str:
     """Hugging Face ``size_categories`` bucket for ``n_rows``."""
     for limit, name in [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
@@ -62,13 +72,14 @@ def size_category(n_rows: int) -> str:
 # way they read any card: `datasets:` links, eval results, `dataset_info`, a default config.
 
 MODEL_TEMPLATES = {"siit_model", "tracr_model", "ioi_model"}
-DATASET_TEMPLATES = {"dataset_counterfactuals", "dataset_circuits", "dataset_ioi", "dataset_tracr_programs"}
+DATASET_TEMPLATES = {"dataset_counterfactuals", "dataset_circuits", "dataset_ioi", "dataset_tracr_programs",
+                     "dataset_stress"}
 # datasets each kind of model card links to
 MODEL_DATASETS = {"siit_model": ["cbench/counterfactuals", "cbench/circuits"],
                   "tracr_model": ["cbench/tracr-programs", "cbench/circuits", "cbench/counterfactuals"],
                   "ioi_model": ["cbench/ioi"]}
 # the config a dataset loads when none is named (load_dataset("cbench/circuits"))
-DEFAULT_CONFIG = {"dataset_circuits": "case-3", "dataset_counterfactuals": "case-3"}
+DEFAULT_CONFIG = {"dataset_circuits": "case-3", "dataset_counterfactuals": "case-3", "dataset_stress": "stress-or-1"}
 
 
 def _front_matter(text: str) -> tuple[dict, str]:
@@ -190,4 +201,5 @@ def _model_defaults(template: str, context: dict) -> dict:
     words = [token_string(t) for t in meta.get("input_tokens", []) if t not in skip]
     n = max(1, min(int(meta.get("min_seq_len") or 3), 3, len(words)))
     ctx.setdefault("example_input", " ".join(words[:n]))
+    ctx.setdefault("bos_token", token_string(meta.get("bos_token", "BOS")))
     return ctx

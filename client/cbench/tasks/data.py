@@ -188,29 +188,36 @@ def load_task_data(case: str, meta: Mapping, split: str = "validation", n_exampl
         return loader(meta, split, n_examples, seed, use_dataset, offline)
     if not use_dataset:
         return sample_pairs(meta, n_examples or 100, seed)
+    return counterfactual_rows("counterfactuals", f"case-{case}", meta, split, n_examples, meta.get("dataset_revision"),
+                               offline, f"case {case}")
+
+
+def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_examples: int | None,
+                        revision: str | None, offline: bool | None, subject: str) -> TaskData:
+    """The rows of one config and split of a cbench counterfactuals dataset (``cbench/<dataset>``)
+    as TaskData, pulled from the hub when not cached; ``n_examples`` caps the pairs. Every way it
+    can fail is one clear error naming ``subject`` and the ``--sampled`` way out."""
     from cbench.errors import CbenchError
     from cbench.hub.loading import config_snapshot, dataset_splits, open_dataset
 
-    revision = meta.get("dataset_revision")
-    config = f"case-{case}"
     advice = "pass --sampled to use input pairs sampled from meta.json instead"
-    try:  # the card and this case's files only (the whole snapshot when it is cached)
-        snap = config_snapshot("counterfactuals", config, revision, offline=offline)
+    try:  # the card and this config's files only (the whole snapshot when it is cached)
+        snap = config_snapshot(dataset, config, revision, offline=offline)
     except CbenchError as exc:
-        raise type(exc)(f"case {case}: the counterfactuals dataset could not be loaded ({exc}); {advice}") from None
+        raise type(exc)(f"{subject}: the {dataset} dataset could not be loaded ({exc}); {advice}") from None
     splits = dataset_splits(snap.path).get(config)
     if splits is None:
-        raise UsageError(f"case {case}: cbench/counterfactuals@{snap.tag or snap.sha[:12]} has no config {config}; "
+        raise UsageError(f"{subject}: cbench/{dataset}@{snap.tag or snap.sha[:12]} has no config {config}; "
                          f"{advice}")
     if split not in splits:
-        raise UsageError(f"--split {split!r}: cbench/counterfactuals config {config} has the splits "
+        raise UsageError(f"--split {split!r}: cbench/{dataset} config {config} has the splits "
                          f"{', '.join(splits)}")
     try:
         ds = open_dataset(snap, config, split=split)
     except CbenchError:
         raise
     except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
-        raise UsageError(f"case {case}: the counterfactuals dataset could not be read "
+        raise UsageError(f"{subject}: the {dataset} dataset could not be read "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); {advice}") from None
-    data = from_rows(list(ds), meta, split, dataset="cbench/counterfactuals", revision=revision)
+    data = from_rows(list(ds), meta, split, dataset=f"cbench/{dataset}", revision=revision)
     return data.subset(n_examples) if n_examples else data

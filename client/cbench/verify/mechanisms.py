@@ -317,6 +317,17 @@ def gate_table(circuit: Mapping) -> dict[str, tuple[str, float]]:
     return table
 
 
+def _labels_gate(model, data: TaskData, pairs: str) -> Gate:
+    """The share of labelled positions where the model answers the dataset's label (all of them:
+    the labels of ``cbench/stress-counterfactuals`` are the model's answers)."""
+    with torch.no_grad():
+        answers = model(data.base).argmax(-1)
+    mask = data.valid & (data.labels >= 0)
+    share = float((answers[mask] == data.labels[mask]).float().mean()) if mask.any() else 0.0
+    return Gate("labels", pairs, share, ">=", 1.0, share >= 1.0,
+                "the dataset's labels are the model's answers at every labelled position")
+
+
 def verify_stress(model, meta: Mapping, circuit: Mapping, pair_sets: Mapping[str, TaskData]) -> VerifyReport:
     """The stress tier's gates (:mod:`cbench.verify.mechanisms`) on every pair set; each circuit
     edge's exact patching score in its necessity context against the floor in the report."""
@@ -326,6 +337,8 @@ def verify_stress(model, meta: Mapping, circuit: Mapping, pair_sets: Mapping[str
     for pairs, data in pair_sets.items():
         g, eff = stress_gates(model, circuit, data, pairs)
         gates += g
+        if data.labels is not None:  # a released dataset's labels are the model's own answers
+            gates.append(_labels_gate(model, data, pairs))
         floors.append(next(x.value for x in g if x.name == "floor"))
         for e, v in eff.items():
             effects.setdefault(e, []).append(v)
