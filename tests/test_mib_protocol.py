@@ -172,3 +172,4 @@ def test_score_cli_reports_the_mib_auroc(tmp_path):
     got = json.loads(out.read_text())["results"]["mib"]
     assert got["auroc"] == pytest.approx(want, abs=1e-12) and math.isfinite(want)
     assert f"{want:.4f}"[:5] in res.stdout + res.stderr
+

@@ -114,7 +114,7 @@ def test_test_circuit_exits_1_when_a_test_fails(art, capsys):
 
 
 def test_bench_is_resumable(art, capsys):
-    root, _ = art
+    root, artifact = art
     out = root / "bench"
     code, stdout, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "eap,random",
                             "--out", str(out), "--sampled", "--n-examples", "20")
@@ -124,6 +124,17 @@ def test_bench_is_resumable(art, capsys):
     assert validation.validate(doc) == [] and doc["results"]["auroc"]["toy3"]["eap"] == pytest.approx(1.0)
     assert "| toy3 |" in (out / "table.md").read_text()
     assert (out / "auroc_boxplot.png").is_file() and (out / "roc_toy3.png").is_file()
+    # both AUROC kinds: cbench's rank AUROC and MIB's greedy-pruned one (scoring/mib_protocol.py)
+    from cbench.scoring.mib_protocol import mib_auroc
+
+    eap = json.loads((out / "scores" / "toy3" / "eap.json").read_text())
+    eap_scores = np.array([eap["edges"][e.name]["score"] for e in artifact.graph.edges])
+    truth = T.toy_circuit_edges(artifact.graph)
+    assert doc["results"]["auroc_mib"]["toy3"]["eap"] == pytest.approx(mib_auroc(artifact.graph, eap_scores, truth).auroc)
+    assert 0.2 < doc["results"]["auroc_mib"]["toy3"]["random"] < 0.8
+    tier = next(iter(doc["results"]["auroc_by_tier"].values()))
+    assert tier["eap"]["rank"] == doc["results"]["auroc"]["toy3"]["eap"] and tier["eap"]["n"] == 1
+    assert "greedy-pruned AUROC" in (out / "table.md").read_text()
     stamp = (out / "scores" / "toy3" / "eap.json").stat().st_mtime_ns
     code, _, err = run(capsys, "bench", "--cases", str(root / "toy"), "--methods", "eap,random",
                        "--out", str(out), "--sampled", "--n-examples", "20")
@@ -296,3 +307,28 @@ def test_bench_scores_name_the_hub_snapshot_they_came_from(tmp_path):
     sha = "a" * 40
     assert snapshot_of_path(tmp_path / folder / "snapshots" / sha) == ("cbench/case-3", sha)
     assert snapshot_of_path(tmp_path / "toy") is None
+
+
+def test_score_and_evaluate_with_protocol_mib(art, capsys):
+    from cbench.scoring.mib_protocol import SIZE_GRID, circuits_at_sizes, mib_auroc
+
+    root, artifact = art
+    g = artifact.graph
+    doc = json.loads((root / "scores.json").read_text())
+    scores = np.array([doc["edges"][e.name]["score"] for e in g.edges])
+    out = root / "score_mib.json"
+    code, stdout, err = run(capsys, "score", str(root / "toy"), str(root / "scores.json"), "--protocol", "mib",
+                            "--include-no-signal", "--out", str(out))
+    assert code == 0, err
+    want = mib_auroc(g, scores, T.toy_circuit_edges(g)).auroc
+    assert json.loads(out.read_text())["results"]["mib"]["auroc"] == pytest.approx(want, abs=1e-12)
+    assert "MIB edge AUROC" in stdout
+    out = root / "eval_mib.json"
+    code, stdout, err = run(capsys, "evaluate", str(root / "scores.json"), "--case", str(root / "toy"),
+                            "--protocol", "mib", "--sampled", "--n-examples", "10", "--out", str(out))
+    assert code == 0, err
+    faith = json.loads(out.read_text())["results"]["faithfulness"]
+    assert faith["protocol"] == "mib"
+    for curve, absolute in ((faith["cpr_curve"], False), (faith["cmd_curve"], True)):
+        assert curve["n_edges"] == [int(m.sum()) for m in circuits_at_sizes(g, scores, SIZE_GRID, absolute=absolute)]
+    assert faith["cpr_curve"]["n_edges"][0] == 0  # int(.001 * n) = 0 edges: MIB's empty circuit, not cbench's 1

@@ -50,6 +50,7 @@ from cbench.scoring.bench_summary import (
 )
 from cbench.scoring.discrimination import by_tier
 from cbench.scoring.discrimination import markdown as discrimination_markdown
+from cbench.scoring.mib_protocol import mib_auroc, random_mib_auroc, side_by_side, side_by_side_markdown
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 
@@ -170,6 +171,17 @@ def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signa
     promoted = auroc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
     qkv = auroc_rows(vals[:, lab.edge_keep], lab.edge_labels[lab.edge_keep]) if lab.qkv else promoted
     return np.stack([qkv, promoted], axis=1)
+
+
+def _mib_auroc(graph, doc, truth, method: str) -> float | None:
+    """MIB's greedy-pruned edge AUROC of a scores document (the random row: the mean over draws)."""
+    from cbench.scoring.faithfulness import edge_score_vector
+
+    if method == "random":
+        v = random_mib_auroc(graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)))
+    else:
+        v = mib_auroc(graph, edge_score_vector(graph, doc), truth).auroc
+    return None if math.isnan(v) else float(v)
 
 
 def model_sha256(artifact) -> str | None:
@@ -345,6 +357,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     stress_meta: dict = {}
     faith: dict = {}  # stress tier: CPR and CMD per case and method
     promoted: dict[str, dict[str, float | None]] = {}
+    auroc_mib: dict[str, dict[str, float | None]] = {}  # MIB's greedy-pruned AUROC (scoring/mib_protocol.py)
     signal: dict[str, dict] = {}
     node_auroc: dict[str, dict[str, float | None]] = {}
     rocs: dict[str, dict[str, tuple]] = {}
@@ -414,6 +427,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 faith[label] = dict(faith.get(label, {}), **{method: _faithfulness(*case_data(), graph, doc)})
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
+            auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
             if method == "random":  # the row at chance: the mean over many draws, not one draw
                 auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
                     graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)), no_signal=marks,
@@ -421,8 +435,10 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
             rocs.setdefault(label, {})[method] = (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc)
+            mib_v = auroc_mib[label][method]
             echo(f"case {label}, {method}: edge AUROC {auroc[label][method]:.4f} "
-                 f"(promoted {promoted[label][method]:.4f})")
+                 f"(promoted {promoted[label][method]:.4f}; MIB greedy-pruned "
+                 f"{'–' if mib_v is None else format(mib_v, '.4f')})")
     order = sorted(auroc, key=_case_key)
     auroc = {c: auroc[c] for c in order}
     promoted = {c: promoted[c] for c in order}
@@ -439,6 +455,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     wall = time.perf_counter() - t0
     discrimination = by_tier(auroc, kinds, MAIN_CASES, method_list)  # per tier: do the real methods differ?
     table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
+    both = side_by_side(auroc, auroc_mib, kinds, method_list)
+    table += "\n" + side_by_side_markdown(both, method_list)
     if discrimination:
         table += "\n" + discrimination_markdown(discrimination)
     stress = _stress_block(auroc, per_class, stress_meta, method_list, faith)
@@ -449,6 +467,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                         stress.get("faithfulness_by_mechanism"), stress.get("defeats"))
     (out / "table.md").write_text(table)
     doc = results_document("bench", {"auroc": auroc, "auroc_promoted": promoted, "granularity": "qkv",
+                                     "auroc_mib": {c: auroc_mib[c] for c in sorted(auroc_mib, key=_case_key)},
+                                     "auroc_by_tier": both,
                                      "calibration": _calibration(auroc, method_list),
                                      "no_signal_edges": {c: signal[c] for c in sorted(signal, key=_case_key)},
                                      "no_signal": "included as positives" if include_no_signal

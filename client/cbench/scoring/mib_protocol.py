@@ -52,6 +52,9 @@ __all__ = [
     "greedy_count",
     "mib_auroc",
     "mib_key",
+    "random_mib_auroc",
+    "side_by_side",
+    "side_by_side_markdown",
     "topn_circuit",
     "topn_count",
     "truth_labels",
@@ -180,3 +183,43 @@ def mib_auroc(graph, scores, truth_edges: Iterable[str], absolute: bool = True,
         auc = float(sum((x[i + 1] - x[i]) * (tpr[i + 1] + tpr[i]) / 2 for i in range(len(x) - 1)))
     return MibRoc(tuple(float(k) for k in grid), tuple(req), tuple(kept), tuple(tpr), tuple(fpr), tuple(prec),
                   auc, absolute)
+
+
+def random_mib_auroc(graph, truth_edges: Iterable[str], seed: int, n_seeds: int = 100) -> float:
+    """The random baseline's mean MIB AUROC over ``n_seeds`` draws (seeds ``seed``, ``seed + 1``, ...;
+    each the scores ``cbench discover --method random --seed s`` gives)."""
+    from cbench.discovery.random_scores import draw
+
+    vals = [mib_auroc(graph, draw(graph.n_edges, seed + k), truth_edges).auroc for k in range(n_seeds)]
+    vals = [v for v in vals if math.isfinite(v)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def side_by_side(rank: dict, mib: dict, tiers: dict, methods: Sequence[str]) -> dict:
+    """``{tier: {method: {"rank": mean, "mib": mean, "n": cases}}}`` over the cases of each tier
+    (``tiers``: case -> tier) where both numbers exist."""
+    out: dict = {}
+    for tier in sorted({tiers.get(c, "?") for c in rank}):
+        cases = [c for c in rank if tiers.get(c, "?") == tier]
+        row = {}
+        for m in methods:
+            pairs = [(rank[c][m], mib.get(c, {}).get(m)) for c in cases if rank[c].get(m) is not None]
+            pairs = [(a, b) for a, b in pairs if b is not None and math.isfinite(b)]
+            if pairs:
+                row[m] = {"rank": float(np.mean([a for a, _ in pairs])), "mib": float(np.mean([b for _, b in pairs])),
+                          "n": len(pairs)}
+        out[tier] = row
+    return out
+
+
+def side_by_side_markdown(table: dict, methods: Sequence[str]) -> str:
+    """The bench's table of both AUROC kinds per method and tier."""
+    intro = ("Edge AUROC two ways, mean per tier: cbench's rank AUROC (every edge ranked by its score) / MIB's "
+             "greedy-pruned AUROC (MIB's `evaluate_area_under_roc`: greedy |score| circuits at ten sizes, pruned; "
+             "docs/mib-parity.md):")
+    lines = [intro, "", "| tier | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for tier, row in table.items():
+        cells = [f"{row[m]['rank']:.3f} / {row[m]['mib']:.3f}" if m in row else "–" for m in methods]
+        n = max((r["n"] for r in row.values()), default=0)
+        lines.append(f"| {tier} ({n} cases) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
