@@ -28,6 +28,17 @@ from typing import Any, Mapping
 
 from cbench.discovery.registry import METHODS, MethodSpec, bench_methods, method_spec  # noqa: F401
 
+#: what a method of your own uses (docs/new-method.md), from :mod:`cbench.discovery.base` on first use
+_FROM_BASE = ("Context", "DiscoveryResult", "Param", "COMMON_PARAMS")
+
+
+def __getattr__(name: str):
+    if name in _FROM_BASE:
+        from cbench.discovery import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'cbench.discovery' has no attribute {name!r}")
+
 
 
 

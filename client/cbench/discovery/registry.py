@@ -1,12 +1,15 @@
 """The registry of discovery methods: each method's name, the module and function that run it, its
 hyperparameter specs and how circuits are built from its scores. Imports no method module until
-one is used.
+one is used. Methods of other packages join it through the ``cbench.methods`` entry points or
+:func:`register` (:mod:`cbench.discovery.plugins`).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 from cbench.errors import UsageError, did_you_mean
 
@@ -30,7 +33,7 @@ class MethodSpec:
         return getattr(self.load()[0], self.params_attr)
 
 
-METHODS: dict[str, MethodSpec] = {
+BUILTIN: dict[str, MethodSpec] = {
     "acdc": MethodSpec("acdc", "acdc", "run", "ACDC: reverse topological pruning with a threshold"),
     "eap": MethodSpec("eap", "eap", "run", "edge attribution patching"),
     "eap-ig-inputs": MethodSpec("eap-ig-inputs", "eap_ig", "run_inputs", "EAP with integrated gradients on the input embeddings"),
@@ -49,6 +52,82 @@ METHODS: dict[str, MethodSpec] = {
     "atp-star": MethodSpec("atp-star", "atp_star", "run",
                            "AtP*: attribution patching with the QK fix and GradDrop (Kramar et al. 2024)"),
 }
+
+
+class MethodRegistry(MutableMapping):
+    """The methods by name: the built-in ones, then those of installed packages (the
+    ``cbench.methods`` entry points, listed on first use, :mod:`cbench.discovery.plugins`), then
+    those registered in this process (:func:`register`). A built-in name is never taken over."""
+
+    def __init__(self, builtin: Mapping[str, MethodSpec]):
+        self._specs: dict = dict(builtin)
+        self._builtin = frozenset(builtin)
+        self._entry_points_read = False
+
+    def _ensure(self) -> dict:
+        if not self._entry_points_read:
+            self._entry_points_read = True
+            from cbench.discovery.plugins import entry_point_methods
+
+            for name, spec in entry_point_methods().items():
+                self._specs.setdefault(name, spec)
+        return self._specs
+
+    def __getitem__(self, name):
+        return self._ensure()[name]
+
+    def __setitem__(self, name, spec) -> None:
+        if name in self._builtin:
+            raise UsageError(f"{name!r} is a built-in method; register yours under another name")
+        self._ensure()[name] = spec
+
+    def __delitem__(self, name) -> None:
+        if name in self._builtin:
+            raise UsageError(f"{name!r} is a built-in method and cannot be removed")
+        del self._ensure()[name]
+
+    def __iter__(self):
+        return iter(self._ensure())
+
+    def __len__(self) -> int:
+        return len(self._ensure())
+
+    def __repr__(self) -> str:
+        return f"MethodRegistry({', '.join(self._ensure())})"
+
+    def reload_entry_points(self) -> None:
+        """Forget the entry-point methods and read them again on next use (after installing a
+        package in a running process)."""
+        from cbench.discovery.plugins import PluginMethod
+
+        for name in [n for n, s in self._specs.items() if isinstance(s, PluginMethod) and s.source != "register_method"]:
+            del self._specs[name]
+        self._entry_points_read = False
+
+
+METHODS: MethodRegistry = MethodRegistry(BUILTIN)
+
+
+def register(name: str, method, params: Mapping[str, Any] | None = None, *, doc: str | None = None,
+             ablates: bool = True, construction: str = "top-n", bench: bool = False, replace: bool = False):
+    """Add a discovery method (see :func:`cbench.discovery.plugins.registered_method` for what
+    ``method`` is); a name already registered needs ``replace=True``, a built-in name is refused."""
+    from cbench.discovery.plugins import registered_method
+
+    spec = registered_method(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench)
+    if name in METHODS and (name in BUILTIN or not replace):
+        raise UsageError(f"method {name!r} is already registered ({getattr(METHODS[name], 'source', 'built in')})"
+                         + ("" if name in BUILTIN else "; pass replace=True to replace it"))
+    METHODS[name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a method registered with :func:`register` (or an installed one, until the entry
+    points are read again)."""
+    if name not in METHODS:
+        raise UsageError(f"no method {name!r} is registered")
+    del METHODS[name]
 
 
 def bench_methods() -> tuple[str, ...]:
