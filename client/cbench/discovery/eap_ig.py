@@ -56,7 +56,7 @@ def node_groups(graph) -> list[list[int]]:
     return groups
 
 
-def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs"):
+def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", first: int | None = None):
     """The integrated gradients of every destination input, one block per pass of at most
     ``batch_rows`` rows (and at most what fits ``CBENCH_MEMORY_MB``, :mod:`cbench.runtime.memory`),
     yielded as ``(groups, start, stop, grads, diff)`` as soon as the pass is done, so a caller
@@ -64,20 +64,22 @@ def collect_gradients(ctx: Context, steps: int, batch_rows: int, variant: str = 
     ``[K, G, stop - start, P, D]`` is d loss / d input summed over the Z steps (the loss a mean
     over the block's examples) for the ``G`` node groups interpolated in that pass, and ``diff``
     ``[F, stop - start, P, D]`` is clean minus ablated node outputs of those examples. Shared by
-    EAP-IG and NAP-IG."""
+    EAP-IG and NAP-IG. ``first``: the first step k of alpha = k / Z (default 0 for the inputs
+    variant, 1 for activations; MIB's node-level NAP-IG-inputs takes k = 1 .. Z)."""
     rt = ctx.runtime
     g = ctx.graph
     N = ctx.data.n_examples
     Z = steps
     F, K = g.n_forward, g.n_backward
     groups = [[0]] if variant == "inputs" else node_groups(g)
-    first = 0 if variant == "inputs" else 1
+    if first is None:
+        first = 0 if variant == "inputs" else 1
     alphas = torch.arange(first, first + Z, dtype=rt.dtype, device=rt.device) / Z
     clean_acts = ctx.clean_acts  # [F, N, P, D]
     P, D = clean_acts.shape[2], clean_acts.shape[3]
     # inputs variant, resample ablation not computed yet: the alpha = 0 rows are exactly the run
     # on the source inputs, so they supply the ablated outputs (only the input row is needed first)
-    from_block = variant == "inputs" and ctx._ablated is None and rt._ln_kind() is not None
+    from_block = variant == "inputs" and first == 0 and ctx._ablated is None and rt._ln_kind() is not None
     # position 0 (BOS): under resample ablation clean and ablated outputs agree there when base and
     # source share its token (causal attention), so its gradients are not needed (computed once)
     base_t, src_t = rt.tokens_tensor(ctx.data.base), None

@@ -19,6 +19,12 @@ Granularity (``granularity``):
   is its neuron score of largest magnitude (with its sign).
 * ``node``: the node's score is the whole product (the sum over its neurons).
 
+``protocol="mib"`` runs them as MIB's reference code does (EAP-IG branch MIB,
+``attribute_node.py``): an MLP's output difference is multiplied by the gradient at its **input**
+(``hook_mlp_in``; heads and the input node keep their output gradient), and NAP-IG is
+"NAP-IG-inputs": only the input embedding is interpolated, alpha = k / Z for k = 1 .. Z, and every
+node's gradient comes from those runs (``get_scores_eap_ig``).
+
 Node scores become edge scores (for AUROC, CPR/CMD and ``in_graph``) by the rule subnetwork
 probing uses: an edge is in a node circuit exactly when both its ends are, and ``input`` and
 ``logits`` are always there, so an edge's score is the score of the end with the smaller
@@ -45,6 +51,7 @@ _COMMON = {
     "ablation": COMMON_PARAMS["ablation"],
     "top_n": COMMON_PARAMS["top_n"],
     "rel_threshold": COMMON_PARAMS["rel_threshold"],
+    "protocol": COMMON_PARAMS["protocol"],
 }
 PARAMS = {"batch_size": Param(int, 512, low=1, doc="examples per forward/backward pass"), **_COMMON}
 PARAMS_IG = {
@@ -77,18 +84,31 @@ def edge_scores_from_nodes(graph, node_scores: np.ndarray) -> np.ndarray:
     return out
 
 
+def mlp_input_gradients(graph, rt, grads: torch.Tensor) -> torch.Tensor:
+    """MIB's NAP gradients ``[F, ...]`` from destination-input gradients ``grads [K, ...]``: a
+    node's output gradient, except an MLP's, which is the gradient at its input."""
+    g = rt.node_gradients(grads)
+    for f, name in enumerate(graph.forward_nodes):
+        if name.startswith("m"):
+            g[f] = grads[graph.backward_index(name)]
+    return g
+
+
 def _finish(ctx, name, params, neurons: torch.Tensor, granularity, t0):
     neurons = -neurons.detach().double().cpu().numpy()  # loss increase convention
     g = ctx.graph
     nodes = node_scores_of(neurons, granularity)
     scores = edge_scores_from_nodes(g, nodes)
     node_scores = {n: float(nodes[i]) for i, n in enumerate(g.forward_nodes)}
-    return finish(ctx, name, params, scores, None, t0, node_scores=node_scores,
-                  extra={"neuron_scores": neurons.tolist(), "granularity": granularity})
+    extra = {"neuron_scores": neurons.tolist(), "granularity": granularity}
+    if params.get("protocol") == "mib":
+        extra["protocol"] = ("mib: MIB's code (MLP gradient at hook_mlp_in" + (", NAP-IG-inputs" if name == "nap-ig" else "")
+                             + "); the paper takes the gradient at the node's output")
+    return finish(ctx, name, params, scores, None, t0, node_scores=node_scores, extra=extra)
 
 
 def run(ctx: Context, batch_size: int, granularity: str = "neuron", ablation: str = "resample", top_n=None,
-        rel_threshold=0.05, **_):
+        rel_threshold=0.05, protocol: str = "cbench", **_):
     t0 = time.perf_counter()
     rt = ctx.runtime
     N = ctx.data.n_examples
@@ -99,24 +119,33 @@ def run(ctx: Context, batch_size: int, granularity: str = "neuron", ablation: st
     for s, e in chunks:
         abl = ctx.ablated if ctx.ablated.shape[1] == 1 else ctx.ablated[:, s:e]
         grads, clean_acts = clean_point_gradients(ctx, s, e, abl)
-        neurons += rt.neuron_scores_from_input_gradients(clean_acts - abl, grads) * ((e - s) / N)
+        if protocol == "mib":
+            g = mlp_input_gradients(ctx.graph, rt, grads)
+            neurons += ((clean_acts - abl).expand(-1, *g.shape[1:]) * g).sum((1, 2)) * ((e - s) / N)
+        else:
+            neurons += rt.neuron_scores_from_input_gradients(clean_acts - abl, grads) * ((e - s) / N)
         bar.update(1)
     bar.close()
     params = {"batch_size": batch_size, "granularity": granularity, "ablation": ablation, "top_n": top_n,
-              "rel_threshold": rel_threshold}
+              "rel_threshold": rel_threshold, "protocol": None if protocol == "cbench" else protocol}
     return _finish(ctx, "nap", params, neurons, granularity, t0)
 
 
 def run_ig(ctx: Context, steps: int, batch_rows: int, granularity: str = "neuron", ablation: str = "resample",
-           top_n=None, rel_threshold=0.05, **_):
+           top_n=None, rel_threshold=0.05, protocol: str = "cbench", **_):
     t0 = time.perf_counter()
     rt = ctx.runtime
     N = ctx.data.n_examples
     neurons = torch.zeros(rt.n_forward, rt.d_model, dtype=rt.dtype, device=rt.device)
-    for grp, s, e, grads, diff in collect_gradients(ctx, steps, batch_rows, "activations"):
+    if protocol == "mib":  # NAP-IG-inputs: every node scored from the input-interpolation runs
+        for _grp, s, e, grads, diff in collect_gradients(ctx, steps, batch_rows, "inputs", first=1):
+            g = mlp_input_gradients(ctx.graph, rt, grads[:, 0])
+            neurons += (diff * g).sum((1, 2)) * ((e - s) / N)
+    for grp, s, e, grads, diff in (() if protocol == "mib" else
+                                   collect_gradients(ctx, steps, batch_rows, "activations")):
         for gi, members in enumerate(grp):
             node_grads = rt.node_gradients(grads[:, gi])[members]  # [k, n, P, D]
             neurons[members] += (diff[members] * node_grads).sum((1, 2)) * ((e - s) / N)
     params = {"steps": steps, "batch_rows": batch_rows, "granularity": granularity, "ablation": ablation,
-              "top_n": top_n, "rel_threshold": rel_threshold}
+              "top_n": top_n, "rel_threshold": rel_threshold, "protocol": None if protocol == "cbench" else protocol}
     return _finish(ctx, "nap-ig", params, neurons, granularity, t0)
