@@ -5,17 +5,19 @@ places them, on a small random model."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
-from circuit_models import random_model, random_tokens
-
 from cbench.artifacts import transformer_lens_adapter as tla
 from cbench.discovery import discover
 from cbench.discovery.base import prepare
 from cbench.graph.graph import Graph
 from cbench.runtime import CircuitRuntime
 from cbench.tasks.data import TaskData
+from circuit_models import random_model, random_tokens
 
 
 def _data(n=8, p=5, d_vocab=9, seed=40):
@@ -63,7 +65,7 @@ def mib_nap(model, base, source, loss, steps=None) -> dict[str, torch.Tensor]:
     for alpha in alphas:
         kept = {}
 
-        def keep(x, hook):
+        def keep(x, hook, alpha=alpha, kept=kept):
             if hook.name == "hook_embed" and steps is not None:
                 x = corrupted["hook_embed"] + alpha * (clean["hook_embed"] - corrupted["hook_embed"]) + x * 0
             x = x if x.requires_grad else x.detach().requires_grad_(True)
@@ -150,3 +152,82 @@ def test_ifr_mib_equals_the_reference_code(setup):
     assert np.allclose(res.scores, want, rtol=1e-5, atol=1e-6), np.abs(res.scores - want).max()
     paper = discover(rt, data, "ifr", {}, progress=False).scores
     assert np.abs(paper - want).max() > 1e-3  # a different quantity: scored positions only, input with positions
+
+
+# ---------------------------------------------------------------------------- UGS (MIB's code)
+def mib_ugs(model, base, source, metric, steps: int, seed: int) -> torch.Tensor:
+    """MIB's UGS objective and schedule (alestolfo/optimalablation edge_pruning_unif_mib.py),
+    full batch of the given pairs, each drawn 12 times: per row, the mask drawn (u then v from one
+    generator, as cbench draws), filtered to input -> logits paths of its non-zero entries; the
+    straight-through gradient (w times the sampled-entry estimate); lambda 1e-3 x sum(theta) plus
+    2e-4 x the head node term; per-group clipping to norm 5; AdamW(1e-2, betas .9/.995)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from hook_reference import hooked_patched_run, node_output_caches
+
+    g = Graph.from_config(model.cfg)
+    S, E, L, H = 12, g.n_edges, g.n_layers, g.n_heads
+    tokens = base.repeat(S, 1)
+    R = tokens.shape[0]
+    ablated = {k: v.repeat(S, 1, 1) for k, v in node_output_caches(model, source).items()}
+    logits = torch.full((E,), 1.0, requires_grad=True)
+    opt = torch.optim.AdamW([logits], lr=1e-2, betas=(0.9, 0.995), weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    heads = [n.name for n in g.nodes if n.kind == "head"]
+    groups: dict = {}
+    for e in g.edges:
+        groups.setdefault((e.src.startswith("a"), e.dst.startswith("a")), []).append(e.index)
+    for _ in range(steps):
+        theta = torch.sigmoid(logits.detach())
+        w = theta * (1 - theta)
+        u, v = torch.rand(R, E, generator=gen), torch.rand(R, E, generator=gen)
+        sampled = u < w
+        alpha = torch.where(sampled, v, ((~sampled) & (u < w + theta - 0.5 * w)).float())
+        kept = torch.stack([torch.as_tensor(g.prune_dangling((alpha[r] > 0).numpy())) for r in range(R)])
+        alpha = alpha * kept
+        weights = {e.name: alpha[:, e.index].reshape(R, 1, 1).clone().requires_grad_(True) for e in g.edges}
+        metric(hooked_patched_run(model, tokens, ablated, weights)).backward()
+        est = torch.stack([(weights[e.name].grad.reshape(R) * (sampled & kept)[:, e.index]).sum() for e in g.edges])
+        model.zero_grad(set_to_none=True)
+        s = {h: sum(theta[e.index] for e in g.edges if h in (e.src, e.dst)) for h in heads}
+        node = torch.stack([sum((1 - torch.tanh(2 * s[h] / (L * H)) ** 2) for h in heads if h in (e.src, e.dst))
+                            if any(h in (e.src, e.dst) for h in heads) else torch.tensor(0.0) for e in g.edges])
+        grad = w * est + w * (1e-3 + 2e-4 * node)
+        for idx in groups.values():
+            norm = grad[idx].norm()
+            if norm > 5.0:
+                grad[idx] = grad[idx] * (5.0 / (norm + 1e-6))
+        opt.zero_grad()
+        logits.grad = grad
+        opt.step()
+    return torch.sigmoid(logits.detach())
+
+
+def test_ugs_mib_equals_the_reference_code(setup):
+    from cbench.tasks.metrics import Metric
+
+    model, rt, data = setup
+    small = TaskData(data.base[:5], data.source[:5], None, data.valid[:5], "categorical")  # one batch of 5
+    res = discover(rt, small, "ugs", {"protocol": "mib", "steps": 3, "seed": 4}, progress=False)
+    m = prepare(rt, small, "ugs").metric
+    rep = Metric(m.name, m.reference.repeat(12, *([1] * (m.reference.dim() - 1))), m.valid.repeat(12, 1))
+    ref = mib_ugs(model, small.base, small.source, rep, 3, 4).numpy()
+    assert np.abs(res.scores - 1 / (1 + np.exp(-1.0))).max() > 1e-3  # it moved from the initial logit 1
+    assert np.allclose(res.scores, ref, rtol=0, atol=1e-5), np.abs(res.scores - ref).max()
+    assert res.hyperparameters["lambda_reg"] == 1e-3 and "mib" in res.extra["protocol"]
+
+
+def test_dangling_filter_is_prune_dangling_per_row():
+    from cbench.discovery.ugs import dangling_filter
+
+    g = Graph(3, 2)
+    keep = torch.rand(20, g.n_edges, generator=torch.Generator().manual_seed(0)) < 0.3
+    got = dangling_filter(g, keep)
+    want = torch.stack([torch.as_tensor(g.prune_dangling(k.numpy())) for k in keep])
+    assert torch.equal(got, want) and got.any()
+
+
+def test_ugs_default_penalty_scales_with_the_graph():
+    from cbench.discovery.ugs import default_lambda
+
+    assert default_lambda(110) == pytest.approx(0.11) and default_lambda(50) == 0.1
+    assert default_lambda(32491) == pytest.approx(32.491)  # GPT-2 small: MIB's 1e-3 per edge
