@@ -17,7 +17,7 @@ request                                                     answered with
 ==========================================================  ===================================
 
 Repository info has huggingface.co's fields: ``id``, ``sha``, ``lastModified`` and
-``createdAt`` (the git commit dates: the release dates, see :func:`cbench.hub.repos.release_date`),
+``createdAt`` (the git commit dates: the release dates, see :func:`cbench.hub.zoo.release_dates`),
 ``siblings`` with ``rfilename``, ``size`` and ``blobId``, ``cardData``, ``tags``,
 ``library_name``, ``pipeline_tag`` (from the card's front matter).
 
