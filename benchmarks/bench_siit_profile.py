@@ -10,6 +10,7 @@ Usage::
 
     python benchmarks/bench_siit_profile.py --case 3 --tracr-dir build/tracr --epochs 2
     python benchmarks/bench_siit_profile.py --case 3 --tracr-dir build/tracr --epochs 2 --json out.json
+    python benchmarks/bench_siit_profile.py --case ioi --epochs 2     # the IOI build's trainer
 
 The tracr dir holds ``tracr-case-<id>`` artifact directories (``cbench build tracr``, or the
 released ``model_zoo/releases/models/cbench/tracr-case-<id>/<version>``).
@@ -100,10 +101,33 @@ def build_trainer(case: str, tracr_dir: Path, epochs: int):
     return trainer, data, cfg, ll_cfg
 
 
+ZOO = Path(__file__).resolve().parents[1] / "model_zoo"
+
+
+def build_ioi_trainer(epochs: int, zoo: Path = ZOO):
+    """The IOI trainer with the released IOI model's training settings (its meta.json), for ``epochs``."""
+    import os
+
+    from cbench_builders.ioi import model as ioi_model
+    from cbench_builders.siit.config import TrainingConfig
+
+    root = zoo / "releases" / "models" / "cbench" / "ioi"
+    version = max(os.listdir(root), key=lambda v: [int(x) for x in v.lstrip("v").split(".")])
+    meta = json.loads((root / version / "meta.json").read_text())
+    known = set(TrainingConfig.__dataclass_fields__)
+    values = {k: v for k, v in meta["training"].items() if k in known}
+    values.update(epochs=epochs, target=1.01, time_limit_s=None, cpu_limit_s=None, lr_decay_epochs=epochs)
+    cfg = TrainingConfig(**values)
+    n_rows = meta["training"]["data"]["n_train"] // 8  # 8 counterfactual pairs per generator row
+    s = ioi_model.setup(cfg, n_rows)
+    return s.trainer, s.data, cfg, s.ll_config
+
+
 def profile(case: str, tracr_dir: Path, epochs: int) -> dict:
     import torch
 
-    trainer, data, cfg, ll_cfg = build_trainer(case, tracr_dir, epochs)
+    trainer, data, cfg, ll_cfg = (build_ioi_trainer(epochs) if case == "ioi"
+                                  else build_trainer(case, tracr_dir, epochs))
     clock = PartClock()
     trainer.evaluate_pairs = clock.wrap("validation (per epoch)", trainer.evaluate_pairs)
     trainer._edge_run = clock.wrap("edge-strictness runs (graph runtime)", trainer._edge_run)
@@ -131,12 +155,12 @@ def profile(case: str, tracr_dir: Path, epochs: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--case", required=True)
+    ap.add_argument("--case", required=True, help="a case id, or ioi (the IOI model's settings)")
     ap.add_argument("--tracr-dir", type=Path, default=Path("build/tracr"))
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
-    if not (args.tracr_dir / f"tracr-case-{args.case}").is_dir():
+    if args.case != "ioi" and not (args.tracr_dir / f"tracr-case-{args.case}").is_dir():
         print(f"error: no tracr-case-{args.case} in {args.tracr_dir}", file=sys.stderr)
         return 2
     r = profile(args.case, args.tracr_dir, args.epochs)
