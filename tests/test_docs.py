@@ -139,7 +139,9 @@ def test_readme_is_short_and_has_its_figure():
     assert images, "README.md has no figure"
     for img in images:
         data = (ROOT / img).read_bytes()
-        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, img
+        is_png = data.startswith(b"\x89PNG\r\n\x1a\n")
+        is_svg = data.lstrip().startswith(b"<svg") and data.rstrip().endswith(b"</svg>")
+        assert (is_png or is_svg) and len(data) > 5_000, img
 
 
 _HISTORY = re.compile(r"\bsessions? \d|\bissues? #?\d+|\bwave \d", re.IGNORECASE)
@@ -154,6 +156,12 @@ def test_no_build_history(page):
 
 # ----------------------------------------------------------------------------- the CLI reference
 def test_cli_reference_is_current():
+    from importlib import metadata
+
+    plugins = [ep.name for group in ("cbench.methods", "cbench.commands")
+               for ep in metadata.entry_points(group=group) if ep.value.split(".")[0] not in ("cbench", "cbench_builders")]
+    if plugins:  # their commands and method names would show in the reference
+        pytest.skip(f"third-party cbench plugins installed: {plugins}")
     sys.path.insert(0, str(DOCS))
     try:
         import gen_cli_reference
