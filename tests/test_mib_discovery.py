@@ -231,3 +231,16 @@ def test_ugs_default_penalty_scales_with_the_graph():
 
     assert default_lambda(110) == pytest.approx(0.11) and default_lambda(50) == 0.1
     assert default_lambda(32491) == pytest.approx(32.491)  # GPT-2 small: MIB's 1e-3 per edge
+
+
+def test_protocol_mib_on_the_command_line():
+    from cli_inprocess import assert_one_clean_error, run_main
+
+    from cbench.scoring.bench import bench_hyperparameters
+
+    assert_one_clean_error(run_main(["discover", "case-3", "-m", "eap", "--protocol", "mib"]), None,
+                           "eap runs the same under MIB's code")
+    assert_one_clean_error(run_main(["discover", "case-3", "-m", "nap", "--protocol", "mib", "-p", "protocol=cbench"]),
+                           None, "disagree")
+    assert bench_hyperparameters("nap", "3", "mib") == {"protocol": "mib"}
+    assert bench_hyperparameters("eap", "3", "mib") == {} and bench_hyperparameters("nap", "3") == {}

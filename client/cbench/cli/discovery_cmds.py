@@ -87,7 +87,11 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @out_option("write the edge-scores JSON here (default: print a summary)")
 @json_option
 @click.option("--quiet", "-q", is_flag=True, help="no progress bars")
-def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet):
+@click.option("--protocol", type=click.Choice(["cbench", "mib"]), default="cbench", show_default=True,
+              help="cbench: the method as its paper defines it; mib: as MIB's reference code runs it (nap, nap-ig, "
+                   "ifr, ugs; docs/mib-parity.md)")
+def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet,
+             protocol="cbench"):
     """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
     from cbench.discovery import method_spec, to_edge_scores_document, validate_hyperparameters
 
@@ -101,6 +105,13 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
         given["ablation"] = ablation
     if "seed" in spec.params and "seed" not in given:
         given["seed"] = seed
+    if protocol == "mib":
+        if "protocol" not in spec.params:
+            raise UsageError(f"{method} runs the same under MIB's code; --protocol mib applies to: "
+                             + ", ".join(m for m in ("nap", "nap-ig", "ifr", "ugs")))
+        if given.get("protocol", "mib") != "mib":
+            raise UsageError(f"--protocol mib and --param protocol={given['protocol']} disagree")
+        given["protocol"] = "mib"
     hp = validate_hyperparameters(method, given)
     art, model_ref = resolve_case(case)
     if metric is not None:
@@ -130,6 +141,9 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
                    f"{int(result.in_graph.sum())} of {rt.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
         for name, score in top:
             click.echo(f"  {score:+.5f}  {name}")
+    note = (result.extra or {}).get("protocol")
+    if note:  # MIB's code departs from its paper here: say which one this run follows
+        (o.echo if o.wants_document else click.echo)(f"protocol {note}")
 
 
 def _names(value: str | None) -> list[str]:

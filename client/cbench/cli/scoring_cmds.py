@@ -503,8 +503,11 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
               help="count ground-truth edges that cannot carry signal as positives (default: left out)")
 @json_option
 @executor_options
+@click.option("--protocol", type=click.Choice(["cbench", "mib"]), default="cbench", show_default=True,
+              help="mib: run nap, nap-ig, ifr and ugs as MIB's reference code does and build CPR/CMD circuits as it "
+                   "does (both AUROC kinds are reported either way; docs/mib-parity.md)")
 def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, as_json, executor, ray_address,
-          workers):
+          workers, protocol="cbench"):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
     --executor ray the (case, method) tasks run on Ray workers and the files are the same."""
@@ -521,7 +524,8 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
         ex = make_cli_executor(executor, ray_address, workers)
         try:
             doc = run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=o.echo,
-                            executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal)
+                            executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal,
+                            protocol=None if protocol == "cbench" else protocol)
         finally:
             ex.close()
     if as_json:

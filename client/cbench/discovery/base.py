@@ -76,9 +76,9 @@ COMMON_PARAMS: dict[str, Param] = {
     "rel_threshold": Param(float, 0.05, low=0.0, high=1.0,
                            doc="in_graph = |score| >= rel_threshold * max |score| (score-ranking methods)"),
     "seed": Param(int, 0, low=0, doc="random seed"),
-    "protocol": Param(str, "cbench", choices=("cbench", "mib"),
-                      doc="cbench: as the paper defines the method; mib: as MIB's reference code runs it "
-                          "(docs/mib-parity.md)"),
+    "protocol": Param(str, None, choices=("cbench", "mib"),
+                      doc="cbench (the default): as the paper defines the method; mib: as MIB's reference "
+                          "code runs it (docs/mib-parity.md)"),
 }
 
 

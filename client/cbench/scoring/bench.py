@@ -143,10 +143,13 @@ def _atomic_json(path: Path, doc) -> None:
     write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
 
 
-def bench_hyperparameters(method: str, case: str) -> dict:
+def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -> dict:
     """What the bench passes to ``method`` on ``case``: the defaults, except that the random
     baseline draws with a seed of its own per case (one seed everywhere would give every graph of
-    the same shape the same scores, and the baseline would be one sample, not sixteen)."""
+    the same shape the same scores, and the baseline would be one sample, not sixteen).
+    ``protocol="mib"``: the methods that MIB's code runs differently (nap, nap-ig, ifr, ugs) run that way."""
+    if protocol == "mib" and method in ("nap", "nap-ig", "ifr", "ugs"):
+        return {"protocol": "mib"}
     if method == "random":
         import zlib
 
@@ -200,7 +203,7 @@ def _model_ref(artifact) -> dict:
 
 
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
-                   sampled: bool, seed: int = 0, weights: str | None = None):
+                   sampled: bool, seed: int = 0, weights: str | None = None, protocol: str | None = None):
     """The scores document at ``path`` if it can be reused: valid for this case and graph, from
     the same model kind and weights (``weights``: :func:`model_sha256`), with the hyperparameters the bench uses and the same data
     (sampled or not -- sampled with the same ``seed`` --, as many pairs: ``n_ok(n)`` says whether
@@ -222,7 +225,7 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     if doc.get("model_sha256") != weights:  # another version of the case (or a file from before this check)
         return None
     hp = doc["method"].get("hyperparameters", {})
-    wanted = validate_hyperparameters(method, bench_hyperparameters(method, case))
+    wanted = validate_hyperparameters(method, bench_hyperparameters(method, case, protocol))
     if any(v is not None and hp.get(k) != v for k, v in wanted.items()):
         return None
     data = doc.get("data", {})
@@ -244,6 +247,7 @@ class BenchTask:
     n_examples: int
     sampled: bool
     seed: int
+    protocol: str | None = None  # mib: MIB's code's variant of the methods that have one
 
 
 _WORKER_CASES: dict = {}  # per worker process: the last case's artifact and data, reused across its methods
@@ -257,7 +261,8 @@ def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
     if artifact is None:
         artifact, case_data = _worker_case(task)
     sc, data = case_data()
-    result = discover(sc.runtime, data, task.method, bench_hyperparameters(task.method, task.case), progress=False)
+    result = discover(sc.runtime, data, task.method, bench_hyperparameters(task.method, task.case, task.protocol),
+                      progress=False)
     doc = to_edge_scores_document(result, task.case, _model_ref(artifact), d_model=artifact.config.get("d_model"))
     doc["model_sha256"] = model_sha256(artifact)
     return doc
@@ -296,7 +301,7 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
     return None
 
 
-def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo) -> dict:
+def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo, protocol=None) -> dict:
     """With a parallel executor: run every unfinished (case, method) task on it, each result
     written here as it arrives (so a killed run resumes). {(case, method): error} of the failed."""
     from cbench.scoring.executor import progress_line
@@ -315,8 +320,8 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
             path = out / "scores" / label / f"{method}.json"
             if _load_existing(path, artifact.graph, label, method, artifact.model_kind,
                               lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
-                              sampled, seed, model_sha256(artifact)) is None:
-                tasks.append(BenchTask(label, str(artifact.path), method, n_examples, sampled, seed))
+                              sampled, seed, model_sha256(artifact), protocol) is None:
+                tasks.append(BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol))
     echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
          f"({len(case_list) * len(method_list) - len(tasks)} finished before)")
     failed: dict = {}
@@ -332,6 +337,7 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
 
 
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
+              protocol: str | None = None,
               seed: int = 0, echo: Callable[[str], None] = print, executor=None,
               include_no_signal: bool = False) -> dict:
     """Run and score every (case, method). ``executor`` (:mod:`cbench.scoring.executor`) runs the discovery
@@ -351,7 +357,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
-    remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo)
+    remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
     stress_meta: dict = {}
@@ -403,14 +409,14 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             path = out / "scores" / label / f"{method}.json"
             try:
                 doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed,
-                                     model_sha256(artifact))
+                                     model_sha256(artifact), protocol)
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
             if doc is None and (label, method) in remote_failures:  # failed on a worker just now
                 failures.setdefault(label, {})[method] = remote_failures[(label, method)]
                 continue
             if doc is None:
-                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed)
+                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol)
                 doc = _store_outcome(out, task, run_task(lambda t: discover_task(t, artifact, case_data), task),
                                      failures, echo)
                 if doc is None:
@@ -424,7 +430,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             auroc.setdefault(label, {})[method] = res.edge_auroc
             if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
                 per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
-                faith[label] = dict(faith.get(label, {}), **{method: _faithfulness(*case_data(), graph, doc)})
+                faith[label] = dict(faith.get(label, {}), **{method: _faithfulness(*case_data(), graph, doc, protocol)})
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
@@ -483,7 +489,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                                    for c in auroc if c in PUBLISHED},
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
                            {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
-                            "sampled": sampled, "seed": seed, "include_no_signal": include_no_signal},
+                            "sampled": sampled, "seed": seed, "include_no_signal": include_no_signal,
+                            "protocol": protocol or "cbench"},
                            cases=list(auroc), runtime_s=wall)
     write_results(out / "results.json", doc)
     echo(table)
@@ -491,12 +498,12 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     return doc
 
 
-def _faithfulness(sc, data, graph, doc) -> dict:
+def _faithfulness(sc, data, graph, doc, protocol: str | None = None) -> dict:
     """CPR and CMD of one method's scores on one stress model (MIB's faithfulness metrics)."""
     from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
 
     try:
-        res = evaluate_faithfulness(sc, data, edge_score_vector(graph, doc))
+        res = evaluate_faithfulness(sc, data, edge_score_vector(graph, doc), protocol=protocol or "cbench")
     except CbenchError:
         return {"cpr": None, "cmd": None}
     clean = lambda x: float(x) if math.isfinite(x) else None
