@@ -234,9 +234,8 @@ def test_ugs_default_penalty_scales_with_the_graph():
 
 
 def test_protocol_mib_on_the_command_line():
-    from cli_inprocess import assert_one_clean_error, run_main
-
     from cbench.scoring.bench import bench_hyperparameters
+    from cli_inprocess import assert_one_clean_error, run_main
 
     assert_one_clean_error(run_main(["discover", "case-3", "-m", "eap", "--protocol", "mib"]), None,
                            "eap runs the same under MIB's code")
