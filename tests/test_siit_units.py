@@ -119,6 +119,20 @@ def test_input_set_lengths_follow_causality():
     assert all(x.shape[1] == L + 1 for L, x in bidir.train.items())
 
 
+def test_length_weighting_by_inputs_follows_each_lengths_input_count():
+    from cbench_builders.siit.data import length_counts
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    inputs = {3: torch.zeros(27, 4), 4: torch.zeros(81, 5), 5: torch.zeros(243, 6)}
+    assert length_counts(inputs, 1000) == {3: 334, 4: 334, 5: 334}  # the default: equal shares
+    by_inputs = length_counts(inputs, 1000, "inputs")
+    assert by_inputs == {3: 77, 4: 231, 5: 693} and sum(by_inputs.values()) >= 1000
+    pairs = SIITTrainer.eval_pairs(inputs, 100, seed=0, weighting="inputs")
+    assert [len(b) for b, _ in pairs] == [8, 24, 70] and [b.shape[1] for b, _ in pairs] == [4, 5, 6]
+    with pytest.raises(ValueError, match="length weighting"):
+        TrainingConfig(length_weighting="longest")
+
+
 def test_training_config_from_spec_and_overrides():
     spec = {"algorithm": "algorithm-1", "lr": 0.001, "betas": [0.9, 0.999], "siit_weight": 0.5, "unknown": 1}
     c = TrainingConfig.from_spec(spec, seed=3, epochs=None)

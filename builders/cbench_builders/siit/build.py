@@ -173,7 +173,8 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
     result = trainer.train(data, progress=progress, log=log)
 
     # final validation: fresh pairs (another seed), metrics and node effects on the same pairs
-    pairs = trainer.eval_pairs(data.val, FINAL_EVAL_FACTOR * cfg.eval_pairs, seed=cfg.seed + 2)
+    pairs = trainer.eval_pairs(data.val, FINAL_EVAL_FACTOR * cfg.eval_pairs, seed=cfg.seed + 2,
+                               weighting=cfg.length_weighting)
     m = trainer.evaluate_pairs(pairs)
     with torch.no_grad():
         labels = [trainer._target(trainer.hl_f(b)) for b, _ in pairs]

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 ALGORITHMS = ("algorithm-1", "summed")
 EDGE_SAMPLINGS = ("mixed", "bernoulli")
+LENGTH_WEIGHTINGS = ("equal", "inputs")
 
 
 @dataclass
@@ -43,10 +44,16 @@ class TrainingConfig:
     edge_sampling: str = "mixed"  # which non-ground-truth edges one example ablates (see SIITTrainer._edge_masks)
     edge_target: float | None = None  # early stop also needs edge_siia at this (default: target)
     invariant_edges: bool = True  # edge strictness also ablates ground-truth edges the program ignores (see invariant_edges())
+    # how an epoch's pairs (and the validation pairs) share out over the lengths of a bidirectional
+    # case: "equal", or "inputs" (in proportion to each length's number of inputs, as the
+    # counterfactuals dataset draws its pairs, so the longest inputs weigh most)
+    length_weighting: str = "equal"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown SIIT algorithm {self.algorithm!r} (algorithm-1 or summed)")
+        if self.length_weighting not in LENGTH_WEIGHTINGS:
+            raise ValueError(f"unknown length weighting {self.length_weighting!r} ({', '.join(LENGTH_WEIGHTINGS)})")
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:

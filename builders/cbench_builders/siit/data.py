@@ -66,6 +66,16 @@ class InputSet:
                 "source": self.origin, "paired_sources": self.train_sources is not None}
 
 
+def length_counts(inputs: dict[int, torch.Tensor], n: int, weighting: str = "equal") -> dict[int, int]:
+    """How many of ``n`` pairs each length of ``inputs`` gets: ``equal`` shares (rounded up), or
+    ``inputs``: in proportion to each length's number of inputs (rounded up, at least one)."""
+    lengths = sorted(inputs)
+    if weighting == "equal":
+        return {L: math.ceil(n / len(lengths)) for L in lengths}
+    total = sum(len(inputs[L]) for L in lengths)
+    return {L: max(1, math.ceil(n * len(inputs[L]) / total)) for L in lengths}
+
+
 def make_input_set(meta: dict, train_size: int, seed: int) -> InputSet:
     """The inputs SIIT trains and validates on (see the module doc for the length rule)."""
     lengths = [int(meta["max_seq_len"])] if meta.get("causal", True) else \

@@ -11,7 +11,6 @@ Every intervention of a batch is tiled into one forward pass.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
@@ -24,13 +23,16 @@ class Evaluation:
 
     @staticmethod
     def eval_pairs(inputs: dict[int, torch.Tensor], n: int, seed: int,
-                   sources: dict[int, torch.Tensor] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Fixed (base, source) pairs for validation: ``n`` in total, lengths equally weighted
+                   sources: dict[int, torch.Tensor] | None = None,
+                   weighting: str = "equal") -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Fixed (base, source) pairs for validation: ``n`` in total, lengths weighted as the
+        training config says (:func:`~cbench_builders.siit.data.length_counts`; equally by default)
         (with ``sources``: base ``i`` with ``sources[L][i]``)."""
+        from cbench_builders.siit.data import length_counts
+
         gen = torch.Generator().manual_seed(seed)
-        per_len = math.ceil(n / len(inputs))
         out = []
-        for L in sorted(inputs):
+        for L, per_len in length_counts(inputs, n, weighting).items():
             x = inputs[L]
             bi = torch.randint(len(x), (per_len,), generator=gen)
             si = torch.randint(len(x), (per_len,), generator=gen)

@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from cbench_builders.siit.config import TrainingConfig
-from cbench_builders.siit.data import InputSet
+from cbench_builders.siit.data import InputSet, length_counts
 from cbench_builders.siit.evaluation import Evaluation
 from cbench_builders.siit.interchange import ComponentForward
 from cbench_builders.siit.interventions import Interventions
@@ -156,15 +156,15 @@ class SIITTrainer(Losses, Interventions, Evaluation):
     # -- training
     def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator,
                  sources: dict[int, torch.Tensor] | None = None):
-        """One epoch of (base, source, base label) batches: lengths equally weighted, pairs drawn
+        """One epoch of (base, source, base label) batches: lengths weighted by the config's
+        ``length_weighting`` (equally by default), pairs drawn
         with replacement, each batch of one length, batches in random order. With ``sources``
         the source of base ``i`` is ``sources[L][i]`` (a counterfactual pair)."""
         cfg = self.cfg
-        lengths = sorted(inputs)
-        per_len = math.ceil(cfg.pairs_per_epoch / len(lengths))
+        counts = length_counts(inputs, cfg.pairs_per_epoch, cfg.length_weighting)
         batches = []
-        for L in lengths:
-            x, n = inputs[L], len(inputs[L])
+        for L, per_len in counts.items():
+            n = len(inputs[L])
             bi = torch.randint(n, (per_len,), generator=gen)
             si = torch.randint(n, (per_len,), generator=gen)
             if sources is not None:
@@ -191,9 +191,10 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         opt = make_optimizer(self.ll.parameters(), cfg)
         with torch.no_grad():
             labels = {L: self._target(self.hl_f(x), x) for L, x in data.train.items()}
-        eval_pairs = self.eval_pairs(data.val, cfg.eval_pairs, seed=cfg.seed + 1, sources=data.val_sources)
-        steps_per_epoch = sum(math.ceil(math.ceil(cfg.pairs_per_epoch / len(data.train)) / cfg.batch_size)
-                              for _ in data.train)
+        eval_pairs = self.eval_pairs(data.val, cfg.eval_pairs, seed=cfg.seed + 1, sources=data.val_sources,
+                                     weighting=cfg.length_weighting)
+        steps_per_epoch = sum(math.ceil(k / cfg.batch_size)
+                              for k in length_counts(data.train, cfg.pairs_per_epoch, cfg.length_weighting).values())
         decay_steps = max(1, steps_per_epoch * cfg.lr_decay_epochs - 1)
         history: list[dict] = []
         start = time.perf_counter()
