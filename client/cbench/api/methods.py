@@ -11,7 +11,7 @@ from typing import Any
 
 def register_method(name: str, method: Callable[..., Any] | type, params: Mapping[str, Any] | None = None, *,
                     doc: str | None = None, ablates: bool = True, construction: str = "top-n",
-                    bench: bool = False, replace: bool = False) -> None:
+                    bench: bool = False, metrics: tuple[str, str] | None = None, replace: bool = False) -> None:
     """Make ``method`` a discovery method called ``name`` in this process: :func:`cbench.discover`,
     :func:`cbench.bench` and :func:`cbench.evaluate` then run and score it like a built-in one.
 
@@ -26,8 +26,10 @@ def register_method(name: str, method: Callable[..., Any] | type, params: Mappin
     :class:`cbench.discovery.Param`; cbench adds ``top_n`` and ``rel_threshold`` (which edges
     form the method's circuit) and, when ``ablates``, ``ablation``. ``construction``: how
     faithfulness circuits are built from the scores (``top-n`` or ``greedy``). ``bench``: run it
-    in :func:`cbench.bench` without naming it. ``replace``: replace a method registered before
-    (a built-in name is always refused).
+    in :func:`cbench.bench` without naming it. ``metrics``: the default loss for categorical and
+    numerical tasks, default ``("kl", "l2")`` as ACDC's; a gradient method wants ``("ce", "mae")``
+    as EAP's (KL's gradient vanishes at the clean model). ``replace``: replace a method
+    registered before (a built-in name is always refused).
 
     Installed packages register methods through the ``cbench.methods`` entry-point group instead,
     which also makes them known to the ``cbench`` command (see docs/new-method.md).
@@ -35,7 +37,7 @@ def register_method(name: str, method: Callable[..., Any] | type, params: Mappin
     from cbench.discovery.registry import register
 
     register(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench,
-             replace=replace)
+             metrics=metrics, replace=replace)
 
 
 def unregister_method(name: str) -> None:

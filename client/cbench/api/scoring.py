@@ -104,8 +104,9 @@ def evaluate(submission: Any, case: Any = None, *, ablation: str = "resample", m
 
     >>> cbench.evaluate(found, n_examples=100).cpr                    # doctest: +SKIP
     """
-    import cbench.schemas as validation
     import numpy as np
+
+    import cbench.schemas as validation
     from cbench.api.inputs import resolve_case, scores_document
     from cbench.api.results import DiscoveryResult
     from cbench.scoring.report import results_document

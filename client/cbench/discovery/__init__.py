@@ -64,6 +64,8 @@ def discover(model, data, method: str, params: Mapping[str, Any] | None = None, 
 
     spec = method_spec(method)
     hp = validate_hyperparameters(method, params)
+    if metric is None and hasattr(spec, "default_metric"):  # a method from another package names its own
+        metric = spec.default_metric(data.task_type)
     ctx = prepare(model, data, method, metric, hp.get("ablation", "resample"), progress)
     _mod, fn = spec.load()
     return fn(ctx, **hp)

@@ -19,7 +19,9 @@ The entry point's name is the method's name. Its object is the callable itself (
 class whose instances are callable; a class is instantiated with no arguments); these optional
 attributes of it say more: ``params`` (a mapping of hyperparameter names to
 :class:`~cbench.discovery.base.Param` or to plain default values), ``ablates`` (default True),
-``construction`` (``"top-n"`` or ``"greedy"``). ``cbench bench`` runs an installed method when
+``construction`` (``"top-n"`` or ``"greedy"``) and ``metrics`` (the default metric for
+categorical and numerical tasks, default ``("kl", "l2")``; gradient methods want
+``("ce", "mae")``). ``cbench bench`` runs an installed method when
 ``--methods`` names it (installing a package never changes the default bench). Entry points are
 listed when the registry is first used and imported only when their method is.
 """
@@ -66,6 +68,16 @@ class PluginMethod:
         (an installed package's methods run when named, so installing one never changes the
         default bench)."""
         return bool(self.options.get("bench", False))
+
+    def default_metric(self, task_type: str) -> str:
+        """The metric the method uses unless one is given: its ``metrics`` setting, a
+        (categorical, numerical) pair; default ``("kl", "l2")`` as for ACDC. A gradient method
+        wants ``("ce", "mae")``, as EAP has: KL's gradient is zero at the clean model."""
+        pair = tuple(self._setting("metrics", ("kl", "l2")))
+        if len(pair) != 2 or not all(isinstance(m, str) for m in pair):
+            raise UsageError(f"method {self.name!r}: metrics is a (categorical, numerical) pair of metric names "
+                             f"(got {pair!r})")
+        return pair[0] if task_type == "categorical" else pair[1]
 
     @property
     def params(self) -> dict:
@@ -136,7 +148,8 @@ def entry_point_methods() -> dict[str, PluginMethod]:
 
 
 def registered_method(name: str, method: Any, params: Mapping[str, Any] | None = None, *, doc: str | None = None,
-                      ablates: bool = True, construction: str = "top-n", bench: bool = False) -> PluginMethod:
+                      ablates: bool = True, construction: str = "top-n", bench: bool = False,
+                      metrics: tuple[str, str] | None = None) -> PluginMethod:
     """A :class:`PluginMethod` for :func:`cbench.register_method`, checked now (not at first use)."""
     check_name(name)
     if not callable(method):
@@ -146,6 +159,9 @@ def registered_method(name: str, method: Any, params: Mapping[str, Any] | None =
         options["params"] = dict(params)
     if doc is not None:
         options["doc"] = doc
+    if metrics is not None:
+        options["metrics"] = tuple(metrics)
     spec = PluginMethod(name, "register_method", method, types.MappingProxyType(options))
     spec.load()  # bad params or construction: the error now, where the call is
+    spec.default_metric("categorical")
     return spec

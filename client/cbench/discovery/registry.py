@@ -109,12 +109,14 @@ METHODS: MethodRegistry = MethodRegistry(BUILTIN)
 
 
 def register(name: str, method, params: Mapping[str, Any] | None = None, *, doc: str | None = None,
-             ablates: bool = True, construction: str = "top-n", bench: bool = False, replace: bool = False):
+             ablates: bool = True, construction: str = "top-n", bench: bool = False,
+             metrics: tuple[str, str] | None = None, replace: bool = False):
     """Add a discovery method (see :func:`cbench.discovery.plugins.registered_method` for what
     ``method`` is); a name already registered needs ``replace=True``, a built-in name is refused."""
     from cbench.discovery.plugins import registered_method
 
-    spec = registered_method(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench)
+    spec = registered_method(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench,
+                             metrics=metrics)
     if name in METHODS and (name in BUILTIN or not replace):
         raise UsageError(f"method {name!r} is already registered ({getattr(METHODS[name], 'source', 'built in')})"
                          + ("" if name in BUILTIN else "; pass replace=True to replace it"))
