@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CBENCH = [sys.executable, "-m", "cbench.cli"]
 
@@ -37,10 +39,11 @@ def tiny_circuit(case: str = "3") -> dict:
             "edges": ["input->a0.h0<q>", "input->a0.h0<v>", "a0.h0->m0", "m0->logits"]}
 
 
-def write_tiny_artifact(path: Path, case: str = "3", seed: int = 0, description: str = "tiny test model"):
+def write_tiny_artifact(path: Path, case: str = "3", seed: int = 0, description: str = "tiny test model",
+                        tags: tuple[str, ...] = ("cbench",)):
     from cbench.artifacts.model import write_model_artifact
 
-    readme = f"---\nlicense: mit\ntags: [cbench]\n---\n# case-{case}\n\n{description} (seed {seed}).\n"
+    readme = f"---\nlicense: mit\ntags: [{', '.join(tags)}]\n---\n# case-{case}\n\n{description} (seed {seed}).\n"
     return write_model_artifact(path, tiny_model(seed), tiny_meta(case, seed, description), circuit=tiny_circuit(case),
                                 readme=readme)
 
@@ -81,6 +84,11 @@ def assert_clean_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return proc.stderr
 
 
+def artifact_files(path: Path) -> set[str]:
+    """Every file of an artifact directory, as relative POSIX paths (what a hub commit of it holds)."""
+    return {p.relative_to(path).as_posix() for p in Path(path).rglob("*") if p.is_file()}
+
+
 def read_json(p: Path) -> dict:
     return json.loads(Path(p).read_text())
 
@@ -96,3 +104,17 @@ def publish_tiny_versions(root: Path, hub: Path, versions, dates: dict | None = 
         shas[version] = hubmod.publish(root / f"m{i}", "cbench/case-3", "model", version, hub=hub,
                                        date=(dates or {}).get(version)).commit
     return shas
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scratch_zoo(tmp_path_factory):
+    """A test world with no zoo (``CBENCH_ZOO`` an empty directory) for the whole module.
+
+    The zoo's ``releases/index.json`` pins the commit of every version it released, on every hub
+    (:func:`cbench.hub.pull.check_pins`); a module that publishes its own tiny models as
+    ``cbench/case-3`` and pulls them by the zoo's names must not be held to those pins, so it
+    imports this fixture (``from hub_helpers import scratch_zoo  # noqa: F401``). Tests of the
+    pins set ``CBENCH_ZOO`` to a zoo of their own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CBENCH_ZOO", str(tmp_path_factory.mktemp("no-zoo")))
+        yield

@@ -20,6 +20,7 @@ from cbench.hub.repos import RepoRef
 from cbench.hub.server import HubServer
 from cbench.hub.pull import pull
 from cli_inprocess import assert_one_clean_error, run_main
+from hub_helpers import scratch_zoo  # noqa: F401  (this module publishes its own cbench/case-3)
 from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
 ROWS = [{"base_ids": [0, 1, 2, 3, 1], "source_ids": [0, 2, 2, 3, 1], "base_label": [0, 1, 2, 0]}] * 4
@@ -44,6 +45,9 @@ def server(hub):
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    # the hub above holds this module's own cbench/case-3, not the zoo's: no zoo, no zoo pins (also
+    # for the modules that import this fixture; tests of the pins set CBENCH_ZOO themselves)
+    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "no-zoo"))
     for k in ("HF_HUB_OFFLINE", "CBENCH_ENDPOINT", "CBENCH_HUB"):
         monkeypatch.delenv(k, raising=False)
     return tmp_path / "home"
@@ -174,6 +178,115 @@ def test_the_zoo_index_pins_the_default_hub(hub, home, tmp_path, monkeypatch):
     res = run_main(["pull", "case-3"])
     assert_one_clean_error(res, 1, "zoo's releases/index.json pins", pinned)
     assert not Cache().cached_repos()
+
+
+def _pinning_zoo(root: Path, revision: str) -> Path:
+    """A zoo whose index pins cbench/case-3 v1.0.0 to ``revision``."""
+    zoo = root / "zoo"
+    write_tiny_artifact(zoo / "releases/models/cbench/case-3/v1.0.0")
+    (zoo / "releases/index.json").write_text(json.dumps({"cases": [
+        {"repo": "cbench/case-3", "versions": [{"version": "v1.0.0", "revision": revision}]}], "datasets": []}))
+    return zoo
+
+
+@pytest.mark.parametrize("where", ["--hub", "--endpoint"])
+def test_the_zoo_pins_hold_on_every_hub_with_a_fresh_cache(hub, server, home, tmp_path, monkeypatch, where):
+    """Was: the zoo's pins were consulted only on the default hub, so a fresh cache took a moved
+    tag from --hub DIR or --endpoint URL without a word."""
+    target = str(hub[0]) if where == "--hub" else server.endpoint
+    monkeypatch.setenv("CBENCH_ZOO", str(_pinning_zoo(tmp_path, "ab" * 20)))  # the hub's v1.0.0 is another commit
+    res = run_main(["pull", "case-3@v1.0.0", where, target])
+    assert_one_clean_error(res, 1, "zoo's releases/index.json pins", "ab" * 20, hub[1]["v1.0.0"], "--accept-moved-tag")
+    assert not Cache().cached_repos()
+    assert run_main(["pull", "case-3@v1.1.0", where, target]).code == 0  # a version the zoo does not pin
+    res = run_main(["pull", "case-3@v1.0.0", where, target, "--accept-moved-tag"])
+    assert res.code == 0 and hub[1]["v1.0.0"] in res.stdout
+    # the pins name the hub's commit: accepted on a fresh cache
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home2"))
+    monkeypatch.setenv("CBENCH_ZOO", str(_pinning_zoo(tmp_path / "z2", hub[1]["v1.0.0"])))
+    res = run_main(["pull", "case-3@v1.0.0", where, target])
+    assert res.code == 0 and hub[1]["v1.0.0"] in res.stdout
+
+
+# ---------------------------------------------------------------------------- a cache rewritten consistently
+def _git_blob_id(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _rewrite_consistently(cache_root: Path, repo: str, sha: str, rel: str, data: bytes) -> None:
+    """Replace ``rel`` of a cached snapshot and every record that vouches for it: a new blob named
+    by its git id, the snapshot link, meta.json's manifest (itself rewritten the same way), the
+    saved tree listing and the completion record in the index."""
+    import hashlib
+
+    folder = cache_root / ("models--" + repo.replace("/", "--"))
+    snap = folder / "snapshots" / sha
+    tree_path = folder / "trees" / f"{sha}.json"
+    tree = json.loads(tree_path.read_text())
+    index_path = cache_root.with_name(cache_root.name + ".cbench") / "index.json"
+    index = json.loads(index_path.read_text())
+    record = index["repos"][f"model:{repo}"]["snapshots"][sha]["record"]
+
+    def put(name: str, content: bytes) -> None:
+        blob = _git_blob_id(content)
+        (folder / "blobs" / blob).write_bytes(content)
+        (snap / name).unlink()
+        (snap / name).symlink_to(os.path.relpath(folder / "blobs" / blob, snap))
+        tree["files"][name].update(size=len(content), blob_id=blob)
+        record[name] = [len(content), hashlib.sha256(content).hexdigest()]
+
+    put(rel, data)
+    meta = json.loads((snap / "meta.json").read_text())
+    meta["files"][rel] = hashlib.sha256(data).hexdigest()
+    put("meta.json", (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    tree_path.write_text(json.dumps(tree))
+    index_path.write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("where", ["--endpoint", "--hub"])
+def test_a_cache_rewritten_consistently_is_caught_by_an_online_pull(hub, server, home, where):
+    """Was: blob, link, manifest, tree record and index rewritten together passed `cache verify`,
+    and an online pull answered from that cache without asking the hub."""
+    target = server.endpoint if where == "--endpoint" else str(hub[0])
+    sha = hub[1]["v1.0.0"]
+    snap = pull("case-3@v1.0.0", **({"endpoint": target} if where == "--endpoint" else {"hub": target}))
+    original = (snap.path / "README.md").read_bytes()
+    _rewrite_consistently(home / "cache", "cbench/case-3", sha, "README.md", b"# case-3\n\nnot what was released\n")
+    verify = run_main(["cache", "verify"])
+    assert verify.code == 0 and "1 intact, 0 damaged" in verify.stdout  # the cache alone cannot tell
+    offline = run_main(["info", "case-3@v1.0.0", "--json"], env={"HF_HUB_OFFLINE": "1"})
+    assert offline.code == 0  # offline answers from the cache, as before
+    res = run_main(["pull", "case-3@v1.0.0", where, target])
+    assert res.code == 0, res.stderr
+    assert "README.md: differs from the hub's file" in res.stderr and "downloaded it again" in res.stderr
+    assert "downloaded and verified" in res.stdout
+    assert (snap.path / "README.md").read_bytes() == original
+    again = run_main(["pull", "case-3@v1.0.0", where, target])
+    assert again.code == 0 and "from cache" in again.stdout and again.stderr == ""
+
+
+def test_a_file_the_hub_does_not_list_is_caught_by_an_online_pull(hub, server, home):
+    sha = hub[1]["v1.1.0"]
+    snap = pull("case-3@v1.1.0", endpoint=server.endpoint)
+    folder = home / "cache" / "models--cbench--case-3"
+    data = b"planted\n"
+    blob = _git_blob_id(data)
+    (folder / "blobs" / blob).write_bytes(data)
+    (snap.path / "extra.txt").symlink_to(os.path.relpath(folder / "blobs" / blob, snap.path))
+    index_path = home / "cache.cbench" / "index.json"
+    index = json.loads(index_path.read_text())
+    index["repos"]["model:cbench/case-3"]["snapshots"][sha]["record"]["extra.txt"] = [len(data), __import__(
+        "hashlib").sha256(data).hexdigest()]
+    index_path.write_text(json.dumps(index))
+    tree_path = folder / "trees" / f"{sha}.json"
+    tree = json.loads(tree_path.read_text())
+    tree["files"]["extra.txt"] = {"size": len(data), "blob_id": blob}
+    tree_path.write_text(json.dumps(tree))
+    res = run_main(["pull", "case-3@v1.1.0", "--endpoint", server.endpoint])
+    assert res.code == 0 and "extra.txt: the hub does not list it" in res.stderr and "downloaded it again" in res.stderr
+    assert not (snap.path / "extra.txt").exists()
 
 
 # ---------------------------------------------------------------------------- option values

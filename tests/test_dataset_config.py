@@ -24,6 +24,8 @@ def _two_config_dataset(path):
 
 def test_only_the_configs_files_are_downloaded(tmp_path, monkeypatch):
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    # this hub holds the test's own cbench/counterfactuals v1.0.0, not the zoo's: no zoo, no zoo pins
+    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "no-zoo"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     _two_config_dataset(tmp_path / "ds")
     hubmod.publish(tmp_path / "ds", "cbench/counterfactuals", "dataset", "v1.0.0", hub=tmp_path / "hub")

@@ -211,6 +211,8 @@ def test_building_twice_gives_identical_files(built, tracr_dir, tmp_path):
 @pytest.fixture
 def hub_env(tmp_path, monkeypatch):
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    # this hub holds the test's own cbench/counterfactuals v1.0.0, not the zoo's: no zoo, no zoo pins
+    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "no-zoo"))
     for var in ("HF_HUB_OFFLINE", "CBENCH_ENDPOINT", "CBENCH_HUB"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "hub"

@@ -17,6 +17,7 @@ import pytest
 import cbench.hub as hubmod
 from cbench.hub.server import HubServer
 from cbench.hub.pull import git_blob_id, pull
+from hub_helpers import scratch_zoo  # noqa: F401  (this module publishes its own cbench/case-3)
 from hub_helpers import publish_tiny_versions, write_tiny_artifact, write_tiny_dataset
 
 # a fresh interpreter importing datasets, transformers and TransformerLens, plus three `hf` runs:

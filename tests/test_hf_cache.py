@@ -20,6 +20,7 @@ from cbench.hub.server import HubServer
 from cbench.hub.loading import load_dataset
 from cbench.hub.pull import pull
 from cbench.hub.remote import select_remote
+from hub_helpers import scratch_zoo  # noqa: F401  (this module publishes its own cbench/case-3)
 from hub_helpers import publish_tiny_versions, run_cli, write_tiny_dataset
 
 CONFIGS = ("case-3", "case-5", "case-7")

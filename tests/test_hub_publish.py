@@ -11,7 +11,7 @@ import pytest
 
 import cbench.hub as hubmod
 from cbench.errors import PublishError, UsageError
-from hub_helpers import assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
+from hub_helpers import artifact_files, assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,8 @@ def test_publish_two_versions_commit_and_tag(tmp_path, artifacts):
     assert hubmod.git(repo, "rev-parse", f"{r2.commit}^") == r1.commit
     # the commit's tree is exactly the release directory
     listed = set(hubmod.git(repo, "ls-tree", "-r", "--name-only", r1.commit).split())
-    assert listed == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    assert listed == artifact_files(artifacts / "v1") >= {"README.md", "circuit.json", "config.json", "meta.json",
+                                                           "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
     assert h.read_file("cbench/case-3", "v1.0.0", "meta.json") == (artifacts / "v1" / "meta.json").read_bytes()
     # the working tree shows the newest version
     assert (repo / "meta.json").read_bytes() == (artifacts / "v2" / "meta.json").read_bytes()
@@ -143,6 +144,30 @@ def test_seeding_from_zoo_in_version_order(tmp_path, artifacts, monkeypatch):
     shutil.copytree(artifacts / "v1", zoo / "releases/models/cbench/case-3/v1.2.0")
     assert [r.version for r in hubmod.ensure_seeded(zoo=zoo)] == ["v1.2.0"]
     assert hubmod.Hub(hubmod.default_hub_dir()).versions("cbench/case-3") == ["v1.0.0", "v1.1.0", "v1.2.0"]
+
+
+def test_seeding_reports_progress_per_repository(tmp_path, artifacts, capsys):
+    """`cbench hub serve` on a fresh default hub says k of N repositories and an ETA while it seeds
+    (it was silent for about 25 s)."""
+    from cbench.cli.hub_cmds import _SeedProgress
+
+    zoo = _zoo(tmp_path, artifacts)
+    calls = []
+    hubmod.ensure_seeded(tmp_path / "hub", zoo=zoo, progress=lambda k, n, ref: calls.append((k, n, ref.repo_id)))
+    assert calls == [(1, 2, "cbench/case-3"), (2, 2, "cbench/counterfactuals")]
+    calls.clear()
+    shutil.copytree(artifacts / "v1", zoo / "releases/models/cbench/case-3/v1.2.0")
+    hubmod.ensure_seeded(tmp_path / "hub", zoo=zoo, progress=lambda k, n, ref: calls.append((k, n, ref.repo_id)))
+    assert calls == [(1, 1, "cbench/case-3")]  # only what needed publishing is counted
+    show = _SeedProgress(tmp_path / "hub")
+    ticks = iter([1.0, 1.5, 4.0, 6.0])
+    show.clock, show.t0 = (lambda: next(ticks)), 0.0
+    for k in (1, 2, 3, 4):
+        show(k, 4, hubmod.RepoRef(f"cbench/case-{k}"))
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"seeding {tmp_path / 'hub'} from the zoo: 1/4 repositories (cbench/case-1), 1.0 s, about 3 s left",
+                   f"seeding {tmp_path / 'hub'} from the zoo: 3/4 repositories (cbench/case-3), 4.0 s, about 1 s left",
+                   f"seeding {tmp_path / 'hub'} from the zoo: 4/4 repositories (cbench/case-4), 6.0 s, done"]
 
 
 def test_two_processes_seeding_at_once(tmp_path, artifacts):

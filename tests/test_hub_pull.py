@@ -23,7 +23,8 @@ from cbench.errors import (HashMismatchError, HubUnreachableError, UnknownRepoEr
 from cbench.hub.repos import RepoRef
 from cbench.hub.server import HubServer, free_port
 from cbench.hub.pull import pull
-from hub_helpers import CBENCH, assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
+from hub_helpers import scratch_zoo  # noqa: F401  (this module publishes its own cbench/case-3)
+from hub_helpers import CBENCH, artifact_files, assert_clean_error, run_cli, write_tiny_artifact, write_tiny_dataset
 
 ROWS_V1 = [{"base": "abc", "label": 0}, {"base": "xbc", "label": 1}]
 ROWS_V2 = [{"base": "abx", "label": 2}, {"base": "xxx", "label": 3}, {"base": "cab", "label": 0}]
@@ -90,8 +91,9 @@ def test_pull_by_tag_sha_and_newest(server, hub, home):
     assert (by_tag.sha, _seed_of(by_tag)) == (shas["v1.0.0"], 0)
     by_sha = pull(f"cbench/case-3@{shas['v1.0.0']}", endpoint=server.endpoint)
     assert by_sha.path == by_tag.path and by_sha.tag == "v1.0.0" and by_sha.from_cache
-    assert sorted(p.name for p in by_tag.path.iterdir()) == ["README.md", "circuit.json", "config.json",
-                                                             "meta.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert artifact_files(by_tag.path) == artifact_files(hub[0].parent / "m0") >= {
+        "README.md", "circuit.json", "config.json", "meta.json", "model.safetensors", "tokenizer.json",
+        "tokenizer_config.json"}
     # the cache is an ordinary huggingface_hub cache
     assert by_tag.path == home / "cache" / "models--cbench--case-3" / "snapshots" / shas["v1.0.0"]
 
@@ -253,6 +255,26 @@ def test_cli_pull_from_hub_dir_starts_and_stops_olah(server, hub, home):
     assert "tracr-case-5" in rows
     # no olah left behind by the pull: the only one serving this hub is the module's own server
     assert _olah_serving(h) == {server.process.pid}
+
+
+def test_list_with_an_endpoint_lists_the_servers_repositories(server, hub, home):
+    """Was: `cbench list --endpoint URL` listed only the cache."""
+    env = {"CBENCH_HOME": str(home)}
+    lst = run_cli(["list", "--json", "--endpoint", server.endpoint], env=env)
+    assert lst.returncode == 0 and "listing the cache" not in lst.stderr, lst.stderr
+    rows = {(r["repo"], r["type"]): r for r in json.loads(lst.stdout)}
+    assert set(rows) == {("cbench/case-3", "model"), ("cbench/case-7", "model"), ("cbench/tracr-case-5", "model"),
+                         ("cbench/counterfactuals", "dataset")}
+    assert rows[("cbench/case-3", "model")]["versions"] == ["v1.0.0", "v1.1.0"]
+    assert rows[("cbench/case-7", "model")]["versions"] == ["v1.0.0", "v1.0.1"]
+    assert {r["source"] for r in rows.values()} == {"hub"}
+    assert rows[("cbench/case-3", "model")]["task_type"] is None  # nothing cached: the server is not asked for files
+    assert run_cli(["pull", "case-3", "--endpoint", server.endpoint], env=env).returncode == 0
+    rows = {r["name"]: r for r in json.loads(run_cli(["list", "--json", "--type", "model", "--endpoint",
+                                                       server.endpoint], env=env).stdout)}
+    assert rows["case-3"]["task_type"] == "categorical" and rows["case-3"]["circuit_edges"] == 4
+    table = run_cli(["list", "--endpoint", server.endpoint], env=env)
+    assert table.returncode == 0 and "tracr-case-5" in table.stdout and "counterfactuals" in table.stdout
 
 
 def _olah_serving(hub_dir: Path) -> set[int]:

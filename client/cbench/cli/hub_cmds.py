@@ -6,13 +6,12 @@ cached case imports neither torch, TransformerLens nor datasets: it reads JSON f
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
 from pathlib import Path
 
 import click
-
 
 _type_option = click.option("--type", "repo_type", type=click.Choice(["model", "dataset"]), default="model",
                             show_default=True, help="repository type")
@@ -45,7 +44,7 @@ def _card_summary(readme: str | None) -> str | None:
     """The first paragraph of a card's body (front matter and headings skipped)."""
     if not readme:
         return None
-    text = re.sub(r"^\s*---\n.*?\n---\s*\n", "", readme, count=1, flags=re.S)
+    text = re.sub(r"^\s*---\n.*?\n---\s*\n", "", readme, count=1, flags=re.DOTALL)
     for para in re.split(r"\n\s*\n", text):
         lines = [l.strip() for l in para.strip().splitlines() if l.strip() and not l.lstrip().startswith("#")]
         if lines:
@@ -84,14 +83,14 @@ def hub():
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="port on 127.0.0.1 (default: a free one)")
 def serve(hub_dir, port):
     """Serve a hub directory over the Hugging Face protocol (olah, offline) on 127.0.0.1."""
-    from cbench.hub.repos import default_hub_dir
-    from cbench.hub.server import HubServer
     from cbench.hub.remote import check_hub_dir
+    from cbench.hub.repos import default_hub_dir
     from cbench.hub.seeding import seed_default_hub
+    from cbench.hub.server import HubServer
 
     if hub_dir is None:
         hub_dir = default_hub_dir()
-        seed_default_hub(hub_dir)
+        seed_default_hub(hub_dir, progress=_SeedProgress(hub_dir))
     else:
         hub_dir = check_hub_dir(hub_dir)
     server = HubServer(hub_dir, port=port, quiet=True)
@@ -102,6 +101,25 @@ def serve(hub_dir, port):
             server.serve_forever()
         except KeyboardInterrupt:
             click.echo("stopped", err=True)
+
+
+class _SeedProgress:
+    """``seeding HUB from the zoo: k/N repositories (ORG/NAME), T s, about E s left`` on stderr,
+    at most every 2 s and at the end."""
+
+    def __init__(self, hub_dir):
+        import time
+
+        self.hub_dir, self.t0, self.last, self.clock = hub_dir, time.perf_counter(), 0.0, time.perf_counter
+
+    def __call__(self, k: int, n: int, ref) -> None:
+        now = self.clock() - self.t0
+        if k not in (1, n) and now - self.last < 2.0:
+            return
+        self.last = now
+        left = "done" if k == n else f"about {now / k * (n - k):.0f} s left"
+        click.echo(f"seeding {self.hub_dir} from the zoo: {k}/{n} repositories ({ref.repo_id}), {now:.1f} s, {left}",
+                   err=True)
 
 
 # ---------------------------------------------------------------------------- pull / info
@@ -221,16 +239,19 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
     """Models (cases) and datasets with their versions, task type and in-circuit edge count, in
     natural order (case-3 before case-11).
 
-    Reads the hub directory's repositories directly; with --endpoint or offline, what is cached.
+    Reads a hub directory's repositories directly and asks an --endpoint server (its model and
+    dataset listing and each repository's tags; task and edges where that version is cached);
+    offline, or with the server unreachable, lists what is cached.
     """
     from cbench.hub.pull import natural_key
 
-    rows = []
+    rows, why_cache = [], None
     for t in ([repo_type] if repo_type else ["model", "dataset"]):
-        rows += [dict(r, type=t) for r in sorted(_list_rows(t, endpoint, hub_dir), key=lambda r: natural_key(r["name"]))]
-    if _offline() or endpoint is not None or (hub_dir is None and os.environ.get("CBENCH_ENDPOINT")):
-        click.echo(f"note: listing the cache ({'offline' if _offline() else 'an endpoint is not listed'}); "
-                   f"pull a {repo_type or 'repository'} to add it", err=True)
+        found, why = _list_rows(t, endpoint, hub_dir)
+        why_cache = why_cache or why
+        rows += [dict(r, type=t) for r in sorted(found, key=lambda r: natural_key(r["name"]))]
+    if why_cache:
+        click.echo(f"note: listing the cache ({why_cache}); pull a {repo_type or 'repository'} to add it", err=True)
     if as_json:
         _echo_json(rows)
         return
@@ -246,21 +267,23 @@ def list_cmd(repo_type, endpoint, hub_dir, as_json):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
-def _offline() -> bool:
-    from cbench.hub.remote import hf_offline
-
-    return hf_offline()
-
-
-def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
+def _list_rows(repo_type: str, endpoint, hub_dir) -> tuple[list[dict], str | None]:
+    """The rows of one repository type, and why they come from the cache (None: from the hub)."""
+    from cbench.errors import HubUnreachableError
     from cbench.hub.cache import Cache
-    from cbench.hub.remote import hf_offline, select_remote
     from cbench.hub.pull import short_name
+    from cbench.hub.remote import hf_offline, select_remote
 
     rows: list[dict] = []
     if hf_offline() and (endpoint is not None or hub_dir is not None):
         select_remote(endpoint, hub_dir)  # offline lists the cache, but a bad --hub/--endpoint is still an error
     remote = None if hf_offline() else select_remote(endpoint, hub_dir)
+    why = "offline" if remote is None else None
+    if remote is not None and remote.endpoint is not None:
+        try:
+            return _endpoint_rows(repo_type, remote), None
+        except HubUnreachableError as exc:
+            why = str(exc)
     if remote is not None and remote.hub_dir is not None:
         hub = remote.hub
         if remote.default:  # the default hub is seeded lazily: what it lacks is read from the zoo
@@ -271,10 +294,11 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
                 row = {"name": short_name(repo_id), "repo": repo_id, "versions": versions,
                        "newest": versions[-1] if versions else None, "source": "hub"}
                 if versions:
-                    row.update(_doc_facts(lambda f: hub.read_file(repo_id, versions[-1], f, repo_type)))
+                    row.update(_doc_facts(functools.partial(hub.read_file, repo_id, versions[-1], repo_type=repo_type)))
                 rows.append(row)
         if hub.exists() or rows:
-            return rows
+            return rows, None
+        why = f"{hub.root} does not exist yet"
     cache = Cache()
     for ref in cache.cached_repos(repo_type):
         versions = cache.cached_versions(ref)
@@ -282,16 +306,35 @@ def _list_rows(repo_type: str, endpoint, hub_dir) -> list[dict]:
         row = {"name": short_name(ref.repo_id), "repo": ref.repo_id, "versions": versions,
                "newest": versions[-1] if versions else None, "source": "cache"}
         if snap is not None:
-            row.update(_doc_facts(lambda f: (snap.path / f).read_bytes() if (snap.path / f).is_file() else None))
+            row.update(_doc_facts(_dir_reader(snap.path)))
+        rows.append(row)
+    return rows, why
+
+
+def _endpoint_rows(repo_type: str, remote) -> list[dict]:
+    """Rows for the repositories an endpoint lists; task and circuit edges from the cache when the
+    newest version is cached (the server is not asked for files)."""
+    from cbench.hub.cache import Cache
+    from cbench.hub.pull import short_name
+    from cbench.hub.repos import RepoRef, sort_versions
+
+    cache = Cache()
+    rows = []
+    for repo_id, tags in remote.repositories(repo_type).items():
+        versions = sort_versions(tags)
+        row = {"name": short_name(repo_id), "repo": repo_id, "versions": versions,
+               "newest": versions[-1] if versions else None, "source": "hub"}
+        snap = cache.snapshot(RepoRef(repo_id, repo_type), tags[versions[-1]]) if versions else None
+        row.update(_doc_facts(_dir_reader(snap.path if snap is not None else None)))
         rows.append(row)
     return rows
 
 
 def _zoo_rows(repo_type: str, hub) -> list[dict]:
     """Rows for the zoo's releases that the (lazily seeded) default hub does not hold yet."""
+    from cbench.hub.pull import short_name
     from cbench.hub.repos import sort_versions
     from cbench.hub.zoo import zoo_releases
-    from cbench.hub.pull import short_name
 
     seeded = set(hub.repos(repo_type)) if hub.exists() else set()
     rows = []
@@ -302,9 +345,17 @@ def _zoo_rows(repo_type: str, hub) -> list[dict]:
         newest = versions[vs[-1]]
         row = {"name": short_name(ref.repo_id), "repo": ref.repo_id, "versions": vs, "newest": vs[-1],
                "source": "hub"}
-        row.update(_doc_facts(lambda f: (newest / f).read_bytes() if (newest / f).is_file() else None))
+        row.update(_doc_facts(_dir_reader(newest)))
         rows.append(row)
     return rows
+
+
+def _dir_reader(path: Path | None):
+    """``read(name)``: the bytes of ``path/name``, or None (no such file, or no ``path``)."""
+    def read(name: str) -> bytes | None:
+        return (path / name).read_bytes() if path is not None and (path / name).is_file() else None
+
+    return read
 
 
 def _doc_facts(read) -> dict:
@@ -338,4 +389,4 @@ def import_interpbench(directory, case_id, out_dir):
     click.echo(f"imported InterpBench case {case_id} -> {art.path} ({n_edges} circuit edges; validated)")
 
 
-__all__ = ["publish", "hub", "pull", "list_cmd", "info", "import_interpbench"]
+__all__ = ["hub", "import_interpbench", "info", "list_cmd", "publish", "pull"]

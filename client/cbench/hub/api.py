@@ -11,10 +11,23 @@ request                                                     answered with
 ==========================================================  ===================================
 ``GET /api/{models,datasets}/{org}/{name}``                 repository info at ``main``
 ``GET /api/{models,datasets}/{org}/{name}/revision/{rev}``  repository info at ``rev``
-``GET /api/models``, ``GET /api/datasets``                  every repository (``search``,
-                                                            ``author``, ``limit``, ``full``)
+``GET /api/models``, ``GET /api/datasets``                  the repositories that match
+                                                            ``search``, ``author``, ``filter``
+                                                            (tags, all of them), ``pipeline_tag``,
+                                                            ``library``; ``sort``, ``limit``,
+                                                            ``full``
 ``GET /api/{models,datasets}/{org}/{name}/commits/{rev}``   the commits reachable from ``rev``
+``GET /api/whoami-v2``                                      401, as huggingface.co answers a
+                                                            token it does not know (the local hub
+                                                            has no accounts)
+``GET /``                                                   a short page naming the hub
 ==========================================================  ===================================
+
+A revision is what huggingface.co accepts: a branch or tag name, a full ref name
+(``refs/heads/main``, ``refs/tags/v1.0.0``, sent URL-encoded as ``refs%2Ftags%2Fv1.0.0``) or a
+40-hex commit sha; nothing else (no ``main~1``, no short sha). Requests olah passes on
+(downloads, ``/tree``, ``/paths-info``) reach olah with a full ref name already resolved to its
+commit, since olah reads the path decoded and would split the ref name at its slashes.
 
 Repository info has huggingface.co's fields: ``id``, ``sha``, ``lastModified`` and
 ``createdAt`` (the git commit dates: the release dates, see :func:`cbench.hub.zoo.release_dates`),
@@ -23,14 +36,13 @@ Repository info has huggingface.co's fields: ``id``, ``sha``, ``lastModified`` a
 
 Errors carry huggingface.co's ``X-Error-Code`` header, which ``huggingface_hub`` maps to its
 exceptions: a missing repository answers 404 ``RepoNotFound`` (RepositoryNotFoundError, so
-``repo_exists`` is False), a missing revision 404 ``RevisionNotFound``, a missing file 404
-``EntryNotFound``; downloads (``/resolve/``), ``/tree``, ``/paths-info`` and ``/refs`` are
-checked the same way before olah sees them.
+``repo_exists`` is False), a missing revision 404 ``RevisionNotFound``, a missing file or folder
+404 ``EntryNotFound``; downloads (``/resolve/``), ``/tree``, ``/paths-info`` (POST too) and
+``/refs`` are checked the same way before olah sees them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -38,16 +50,25 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
-from cbench.hub.repos import SHA_RE, Hub, git, _git_env
+from cbench.hub.repos import SHA_RE, Hub, _git_env, git
 
 _TYPES = {"models": "model", "datasets": "dataset"}
 _REPO = r"(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)"
+# matched against the raw (still URL-encoded) path: a revision such as refs%2Ftags%2Fv1.0.0 is one
+# path segment there, and several once decoded
 _API_INFO = re.compile(rf"^/api/(?P<type>models|datasets)/{_REPO}(?:/revision/(?P<rev>[^/]+))?/?$")
 _API_COMMITS = re.compile(rf"^/api/(?P<type>models|datasets)/{_REPO}/commits/(?P<rev>[^/]+)/?$")
 _API_LIST = re.compile(r"^/api/(?P<type>models|datasets)/?$")
-_API_REV = re.compile(rf"^/api/(?P<type>models|datasets)/{_REPO}/(?:tree|paths-info)/(?P<rev>[^/]+)(?:/.*)?$")
+_API_REV = re.compile(rf"^/api/(?P<type>models|datasets)/{_REPO}/(?P<kind>tree|paths-info)/(?P<rev>[^/]+)"
+                      r"(?:/(?P<path>.*))?$")
 _API_REFS = re.compile(rf"^/api/(?P<type>models|datasets)/{_REPO}/refs/?$")
 _RESOLVE = re.compile(rf"^/(?:(?P<type>datasets)/)?{_REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+_WHOAMI = re.compile(r"^/api/whoami(?:-v2)?/?$")
+# a branch or tag name as git and huggingface.co allow it (no ~ ^ : or .., which git would read
+# as revision expressions)
+_REF_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
+# huggingface.co's answer to a token it does not know (and the local hub knows none)
+INVALID_TOKEN = "Invalid credentials in Authorization header"
 
 
 class HubError404(Exception):
@@ -69,11 +90,17 @@ class HubRepos:
         return self.hub.repo_path(repo_id, repo_type)
 
     def resolve(self, repo: Path, revision: str, repo_id: str) -> str:
-        """A branch, tag or commit sha -> commit sha; RevisionNotFound otherwise."""
+        """A branch, tag, full ref name (``refs/heads/...``, ``refs/tags/...``) or commit sha ->
+        commit sha; RevisionNotFound for anything else, as huggingface.co answers."""
         revision = unquote(revision)
-        candidates = [revision] if SHA_RE.match(revision) else [f"refs/heads/{revision}", f"refs/tags/{revision}"]
-        if revision.startswith("refs/"):
+        if SHA_RE.match(revision):
             candidates = [revision]
+        elif not _REF_NAME.match(revision) or ".." in revision or revision.endswith(".lock"):
+            candidates = []
+        elif revision.startswith("refs/"):
+            candidates = [revision] if revision.startswith(("refs/heads/", "refs/tags/")) else []
+        else:
+            candidates = [f"refs/heads/{revision}", f"refs/tags/{revision}"]
         for cand in candidates:
             sha = git(repo, "rev-parse", "-q", "--verify", f"{cand}^{{commit}}", check=False)
             if SHA_RE.match(sha):
@@ -92,9 +119,17 @@ class HubRepos:
                 siblings.append({"rfilename": path, "size": int(size), "blobId": blob})
         return siblings
 
+    def object_type(self, repo: Path, sha: str, path: str) -> str | None:
+        """``blob``, ``tree`` or None: what ``path`` is at commit ``sha``."""
+        path = path.strip("/")
+        if not path:
+            return "tree"
+        proc = subprocess.run(["git", "-C", str(repo), "cat-file", "-t", f"{sha}:{path}"], check=False, capture_output=True,
+                              env=_git_env())
+        return (proc.stdout.decode().strip() or None) if proc.returncode == 0 else None
+
     def has_file(self, repo: Path, sha: str, path: str) -> bool:
-        return subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{sha}:{path}"], capture_output=True,
-                              env=_git_env()).returncode == 0
+        return self.object_type(repo, sha, path) == "blob"
 
     def commit_date(self, repo: Path, rev: str, first: bool = False) -> str:
         args = ["log", "--format=%cI", "--reverse", rev] if first else ["show", "-s", "--format=%cI", rev]
@@ -102,12 +137,12 @@ class HubRepos:
         return _iso_z(out[0]) if out else None
 
     def card_data(self, repo: Path, sha: str) -> dict | None:
-        proc = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{sha}:README.md"], capture_output=True,
+        proc = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", f"{sha}:README.md"], check=False, capture_output=True,
                               env=_git_env())
         if proc.returncode != 0:
             return None
         text = proc.stdout.decode("utf-8", errors="replace")
-        m = re.match(r"^\s*---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.S)
+        m = re.match(r"^\s*---\s*\n(.*?)\n---\s*(\n|$)", text, flags=re.DOTALL)
         if not m:
             return None
         import yaml
@@ -127,6 +162,9 @@ class HubRepos:
         lic = card.get("license")
         if isinstance(lic, str) and f"license:{lic}" not in tags:
             tags.append(f"license:{lic}")
+        for key in ("library_name", "pipeline_tag"):  # huggingface.co lists both among the tags
+            if repo_type == "model" and isinstance(card.get(key), str) and card[key] not in tags:
+                tags.append(card[key])
         doc = {
             "_id": sha[:24], "id": repo_id, "author": repo_id.split("/")[0], "sha": sha,
             "lastModified": self.commit_date(repo, sha), "createdAt": self.commit_date(repo, sha, first=True),
@@ -142,26 +180,43 @@ class HubRepos:
         return doc
 
     def listing(self, repo_type: str, query: dict) -> list[dict]:
-        search = (query.get("search") or [""])[0].lower()
+        """``GET /api/models`` (``/api/datasets``): the repositories matching every given
+        ``search`` (substrings of the id, any case), ``author``, ``filter`` (tags; a repository
+        must carry all of them), ``pipeline_tag`` and ``library``, in ``sort`` order (``id``,
+        ``lastModified``, ``createdAt``; ``direction=-1`` reverses; huggingface.co's other keys
+        such as ``downloads`` are all 0 here and keep the id order), at most ``limit``."""
+        searches = [v.lower() for v in query.get("search") or [] if v]
         author = (query.get("author") or [None])[0]
+        wanted = {v for v in query.get("filter") or [] if v}
+        for key in ("pipeline_tag", "library"):
+            wanted |= {v for v in query.get(key) or [] if v}
         full = (query.get("full") or ["false"])[0].lower() in ("1", "true")
         try:
-            limit = int((query.get("limit") or [0])[0]) or None
+            limit = max(int((query.get("limit") or [0])[0]), 0) or None
         except ValueError:
             limit = None
+        sort = (query.get("sort") or [None])[0]
+        descending = (query.get("direction") or ["1"])[0] == "-1"
         out = []
         for repo_id in self.hub.repos(repo_type):
-            if search and search not in repo_id.lower():
+            if any(s not in repo_id.lower() for s in searches):
                 continue
-            if author and repo_id.split("/")[0] != author:
+            if author and repo_id.split("/")[0].lower() != author.lower():
                 continue
             try:
-                out.append(self.info(repo_type, repo_id, None, full=full))
+                doc = self.info(repo_type, repo_id, None, full=full)
             except HubError404:  # a repository without main (nothing published yet)
                 continue
-            if limit and len(out) >= limit:
+            if wanted and not wanted <= set(doc["tags"]):
+                continue
+            out.append(doc)
+            if limit and len(out) >= limit and sort in (None, "id"):
                 break
-        return out
+        if sort in ("lastModified", "createdAt"):
+            out.sort(key=lambda d: d.get(sort) or "", reverse=not descending)  # newest first, as the Hub
+        elif descending:
+            out.reverse()
+        return out[:limit] if limit else out
 
     def commits(self, repo_type: str, repo_id: str, revision: str) -> list[dict]:
         repo = self.path(repo_type, repo_id)
@@ -181,11 +236,34 @@ class HubRepos:
         repo = self.path(repo_type, repo_id)
         return self.resolve(repo, revision, repo_id) if revision is not None else None
 
-    def check_file(self, repo_type: str, repo_id: str, revision: str, path: str) -> None:
+    def check_folder(self, repo_type: str, repo_id: str, revision: str, path: str) -> str:
+        """The commit of ``revision``; EntryNotFound when ``path`` is not a folder of it
+        (huggingface.co answers a tree listing of a missing folder so)."""
+        repo = self.path(repo_type, repo_id)
+        sha = self.resolve(repo, revision, repo_id)
+        kind = self.object_type(repo, sha, unquote(path))
+        if kind != "tree":
+            what = "is a file, not a folder," if kind == "blob" else "does not exist"
+            raise HubError404("EntryNotFound", f"{unquote(path)} {what} on {unquote(revision)!r} of {repo_id}")
+        return sha
+
+    def check_file(self, repo_type: str, repo_id: str, revision: str, path: str) -> str:
+        """The commit of ``revision``; EntryNotFound when ``path`` is not a file of it."""
         repo = self.path(repo_type, repo_id)
         sha = self.resolve(repo, revision, repo_id)
         if not self.has_file(repo, sha, unquote(path)):
-            raise HubError404("EntryNotFound", f"{unquote(path)} does not exist on {revision!r} of {repo_id}")
+            raise HubError404("EntryNotFound", f"{unquote(path)} does not exist on {unquote(revision)!r} of {repo_id}")
+        return sha
+
+    def home(self) -> str:
+        """``GET /``: what this server is (huggingface.co answers its home page)."""
+        import html
+
+        models, datasets = self.hub.repos("model"), self.hub.repos("dataset")
+        return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>cbench local hub</title></head><body>"
+                f"<h1>cbench local hub</h1><p>{len(models)} models and {len(datasets)} datasets from "
+                f"<code>{html.escape(str(self.hub.root))}</code>, over the Hugging Face Hub API "
+                "(<code>/api/models</code>, <code>/api/datasets</code>).</p></body></html>\n")
 
 
 def _iso_z(date: str) -> str:
@@ -204,51 +282,85 @@ class HubApi:
         self.repos = HubRepos(hub_dir)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD", "POST"):
             from starlette.concurrency import run_in_threadpool
 
-            response = await run_in_threadpool(self.answer, scope)
+            response, scope = await run_in_threadpool(self.answer, scope)
             if response is not None:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def answer(self, scope):
-        """A Starlette response for the calls this layer owns (or whose arguments are wrong), else
-        None (olah answers)."""
-        from starlette.responses import JSONResponse, Response
+    def answer(self, scope) -> tuple[object | None, dict]:
+        """(A Starlette response, scope) for the calls this layer owns or refuses; else (None,
+        scope) for olah to answer, the scope's revision rewritten to its commit when olah could
+        not read it (a full ref name)."""
+        from starlette.responses import HTMLResponse, JSONResponse
 
-        path = scope["path"]
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1") if raw else scope["path"]
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        post = scope["method"] == "POST"
         try:
-            m = _API_LIST.match(path)
-            if m:
-                return JSONResponse(self.repos.listing(_TYPES[m["type"]], query))
-            m = _API_INFO.match(path)
-            if m:
-                return JSONResponse(self.repos.info(_TYPES[m["type"]], f"{m['org']}/{m['name']}", m["rev"]))
-            m = _API_COMMITS.match(path)
-            if m:
-                return JSONResponse(self.repos.commits(_TYPES[m["type"]], f"{m['org']}/{m['name']}", m["rev"]))
             m = _API_REV.match(path)
             if m:
-                self.repos.check_revision(_TYPES[m["type"]], f"{m['org']}/{m['name']}", m["rev"])
-                return None
+                repo_type, repo_id = _TYPES[m["type"]], f"{m['org']}/{m['name']}"
+                if m["kind"] == "tree" and m["path"] and not post:
+                    sha = self.repos.check_folder(repo_type, repo_id, m["rev"], m["path"])
+                else:
+                    sha = self.repos.check_revision(repo_type, repo_id, m["rev"])
+                return None, _at_commit(scope, m, sha)
+            if post:
+                return None, scope
+            if path in ("", "/"):
+                return HTMLResponse(self.repos.home()), scope
+            if _WHOAMI.match(path):
+                return _error(scope, 401, "", INVALID_TOKEN), scope
+            m = _API_LIST.match(path)
+            if m:
+                return JSONResponse(self.repos.listing(_TYPES[m["type"]], query)), scope
+            m = _API_INFO.match(path)
+            if m:
+                return JSONResponse(self.repos.info(_TYPES[m["type"]], f"{m['org']}/{m['name']}", m["rev"])), scope
+            m = _API_COMMITS.match(path)
+            if m:
+                return JSONResponse(self.repos.commits(_TYPES[m["type"]], f"{m['org']}/{m['name']}", m["rev"])), scope
             m = _API_REFS.match(path)
             if m:
                 self.repos.path(_TYPES[m["type"]], f"{m['org']}/{m['name']}")
-                return None
+                return None, scope
             m = _RESOLVE.match(path)
             if m:
                 repo_type = "dataset" if m["type"] else "model"
-                self.repos.check_file(repo_type, f"{m['org']}/{m['name']}", m["rev"], m["path"])
-                return None
+                sha = self.repos.check_file(repo_type, f"{m['org']}/{m['name']}", m["rev"], m["path"])
+                return None, _at_commit(scope, m, sha)
         except HubError404 as exc:
-            headers = {"X-Error-Code": exc.code, "X-Error-Message": exc.message}
-            if scope["method"] == "HEAD":
-                return Response(status_code=404, headers=headers)
-            return JSONResponse({"error": exc.message}, status_code=404, headers=headers)
-        return None
+            return _error(scope, 404, exc.code, exc.message), scope
+        return None, scope
+
+
+def _error(scope, status: int, code: str, message: str):
+    """huggingface.co's error answer: ``X-Error-Code`` (what ``huggingface_hub`` maps to its
+    exception classes), ``X-Error-Message``, and ``{"error": message}``."""
+    from starlette.responses import JSONResponse, Response
+
+    headers = {"X-Error-Message": message}
+    if code:
+        headers["X-Error-Code"] = code
+    if scope["method"] == "HEAD":
+        return Response(status_code=status, headers=headers)
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _at_commit(scope: dict, m: re.Match, sha: str | None) -> dict:
+    """``scope`` with a full ref name in the path (``refs%2Ftags%2Fv1.0.0``) replaced by its
+    commit; any other revision is left for olah as it came."""
+    if sha is None or "/" not in unquote(m["rev"]):
+        return scope
+    raw = scope.get("raw_path") or scope["path"].encode("latin-1")
+    start, end = m.span("rev")
+    new_raw = raw[:start] + sha.encode() + raw[end:]
+    return dict(scope, raw_path=new_raw, path=unquote(new_raw.decode("latin-1")))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -100,9 +100,12 @@ class Report:
         return f"{self.problems[0]}{more}" if self.problems else "intact"
 
 
-def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
+def check_cached(cache: Cache, ref: RepoRef, sha: str, hub_listing: dict[str, set[str]] | None = None) -> Report:
     """Check one cached snapshot against its blob names, tree listing, completion record and
-    manifest."""
+    manifest, and (online, ``hub_listing``: path -> the ids the hub gives that file now, its git
+    blob id and for LFS files its sha256) against what the hub lists for that commit today: the
+    records above are all in the cache, so a cache rewritten consistently passes them, and only
+    the hub can tell (``huggingface_hub`` compares each file's etag with the hub's the same way)."""
     root = cache.snapshot_dir(ref, sha)
     rep = Report(ref, sha, root)
     if not root.is_dir():
@@ -145,6 +148,8 @@ def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
     if listing is not None:
         for rel in sorted(set(listing) - set(files)):
             rep.problems.append(f"{rel}: missing (the hub's listing has it)")
+    if hub_listing is not None:
+        rep.problems += _hub_problems(root, files, digests, hub_listing, rep.bad_blobs)
     if record is not None:
         for rel, (size, digest) in sorted(record.items()):
             d = digests.get(rel)
@@ -161,9 +166,11 @@ def check_cached(cache: Cache, ref: RepoRef, sha: str) -> Report:
     return rep
 
 
-def check_config(cache: Cache, ref: RepoRef, sha: str, config: str) -> Report:
+def check_config(cache: Cache, ref: RepoRef, sha: str, config: str,
+                 hub_listing: dict[str, set[str]] | None = None) -> Report:
     """Check the files of a dataset config fetched on its own (``cbench.load_dataset(name,
-    config)``) against their blob names, the hub's listing and the completion record."""
+    config)``) against their blob names, the hub's listing and the completion record (and
+    online, ``hub_listing``, what the hub lists for the commit now)."""
     root = cache.snapshot_dir(ref, sha)
     rep = Report(ref, sha, root, config=config)
     record = cache.config_record(ref, sha, config)
@@ -187,7 +194,32 @@ def check_config(cache: Cache, ref: RepoRef, sha: str, config: str) -> Report:
             rep.problems.append(f"{rel}: differs from the hub's blob {listing[rel][:12]}")
         elif (d.size, d.sha256) != (size, digest):
             rep.problems.append(f"{rel}: differs from the file verified ({d.size} bytes, sha256 {d.sha256[:12]}...)")
+        elif hub_listing is not None and not hub_listing.get(rel, set()) & {d.git_blob, d.sha256}:
+            rep.problems.append(f"{rel}: differs from the hub's file, or the hub does not list it for this commit")
+            if blob is not None:
+                rep.bad_blobs.add(blob)
     return rep
+
+
+def _hub_problems(root: Path, files: list[str], digests: dict[str, FileDigest], hub_listing: dict[str, set[str]],
+                  bad_blobs: set[str]) -> list[str]:
+    """How the cached files differ from what the hub lists for the commit now."""
+    out = []
+    for rel in files:
+        want = hub_listing.get(rel)
+        d = digests.get(rel)
+        if want is None:
+            out.append(f"{rel}: the hub does not list it for this commit")
+        elif d is not None and not want & {d.git_blob, d.sha256}:
+            out.append(f"{rel}: differs from the hub's file (blob {min(want)[:12]})")
+        else:
+            continue
+        p = root / rel
+        if p.is_symlink():
+            bad_blobs.add(os.path.basename(os.readlink(p)))
+    for rel in sorted(set(hub_listing) - set(files)):
+        out.append(f"{rel}: missing (the hub lists it for this commit)")
+    return out
 
 
 def _tree_listing(path: Path) -> dict[str, str] | None:

@@ -192,9 +192,11 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
     except HubUnreachableError as exc:
         return offline_answer(str(exc))
     cache.record_tags(res.ref, res.tags, replace=check_pins(res, cache, remote))
-    full = _intact_cached(cache, res)
+    cached = cache.snapshot(res.ref, res.sha) is not None or cache.config_record(res.ref, res.sha, config) is not None
+    listing = remote.listing(res.ref, res.sha) if cached else None  # what is cached must match the hub's files
+    full = _intact_cached(cache, res, listing)
     if full is None:
-        full = _config_snap(cache, res.ref, res.sha, config, res.tag)
+        full = _config_snap(cache, res.ref, res.sha, config, res.tag, listing)
     if full is None:
         with cache.repo_lock(res.ref):
             full = _config_snap(cache, res.ref, res.sha, config, res.tag) or _fetch_config(cache, res, remote, config)
@@ -202,13 +204,14 @@ def config_snapshot(name: str, config: str, revision: str | None = None, *, endp
     return full
 
 
-def _config_snap(cache, ref, sha: str, config: str, tag: str | None = None):
-    """The cached snapshot of ``sha`` if ``config`` was fetched into it and is intact."""
+def _config_snap(cache, ref, sha: str, config: str, tag: str | None = None, listing: dict | None = None):
+    """The cached snapshot of ``sha`` if ``config`` was fetched into it and is intact (and, given
+    the hub's ``listing`` of the commit, the files it lists)."""
     from cbench.hub.cache import Snapshot
     from cbench.hub.cache_verify import check_config
 
     rec = cache.config_record(ref, sha, config)
-    if rec is None or not check_config(cache, ref, sha, config).ok:
+    if rec is None or not check_config(cache, ref, sha, config, listing).ok:
         return None
     if tag is None:
         tag = next((t for t, s in sorted(cache.entry(ref).get("tags", {}).items()) if s == sha), None)

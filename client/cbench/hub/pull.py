@@ -14,7 +14,10 @@ directly, so an already-cached revision needs no server at all).
 
 Every download goes to a staging cache, is checked there (each file's git blob id against the
 server's tree listing, each file against ``meta.json``'s sha256 manifest, each JSON document
-against its schema) and only then moves into the cache; see :mod:`cbench.hub.cache`. Offline
+against its schema) and only then moves into the cache; see :mod:`cbench.hub.cache`. A snapshot
+already cached is checked before it is used, online also against the hub's listing of the commit
+(as ``huggingface_hub`` compares the remote commit and etags), and a version tag is checked
+against the commit this cache recorded and the zoo pins (:func:`check_pins`). Offline
 (``HF_HUB_OFFLINE=1``, or the hub unreachable) answers come from the cache at the revisions last
 resolved online.
 """
@@ -181,9 +184,11 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     and return its verified :class:`~cbench.hub.cache.Snapshot`.
 
     A cached snapshot is checked (:mod:`cbench.hub.cache_verify`) before it is returned; a damaged one
-    is downloaded again (``snap.extra["repaired"]`` says what was wrong), or refused offline. A
+    is downloaded again (``snap.extra["repaired"]`` says what was wrong), or refused offline; online
+    it must also hold the files the hub lists for that commit now (a cache rewritten consistently,
+    blobs, links, manifest and records together, passes every check the cache can make alone). A
     version tag that now names another commit than the one this cache recorded (or the zoo's
-    ``index.json`` pins, for the default hub) is refused (:class:`~cbench.errors.TagMovedError`)
+    ``index.json`` pins, on any hub) is refused (:class:`~cbench.errors.TagMovedError`)
     unless ``accept_moved_tag``."""
     name, rev = parse_spec(spec)
     if revision is not None and rev is not None and revision != rev:
@@ -201,7 +206,9 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
         return from_cache(name, revision, repo_type, cache, reason=str(exc))
     moved = check_pins(res, cache, remote, accept_moved_tag)
     cache.record_tags(res.ref, res.tags, replace=moved)
-    snap = _intact_cached(cache, res)
+    # online, a cached snapshot is also checked against the hub's listing of the commit now
+    listing = remote.listing(res.ref, res.sha) if cache.snapshot(res.ref, res.sha) is not None else None
+    snap = _intact_cached(cache, res, listing)
     if snap is not None:
         cache.write_refs(res.ref, res.sha, res.ref_names())
         return snap
@@ -210,7 +217,9 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
         if cache.snapshot(res.ref, res.sha) is not None:  # a concurrent pull may have finished it
             from cbench.hub.cache_verify import check_cached, discard
 
-            report = check_cached(cache, res.ref, res.sha)
+            if listing is None:
+                listing = remote.listing(res.ref, res.sha)
+            report = check_cached(cache, res.ref, res.sha, listing)
             if report.ok:
                 cache.write_refs(res.ref, res.sha, res.ref_names())
                 return _tagged(cache.snapshot(res.ref, res.sha), res)
@@ -228,14 +237,15 @@ def _tagged(snap: Snapshot, res: Resolved) -> Snapshot:
     return snap
 
 
-def _intact_cached(cache: Cache, res: Resolved) -> Snapshot | None:
-    """The cached snapshot of ``res`` if it is there and intact (checked without the lock)."""
+def _intact_cached(cache: Cache, res: Resolved, listing: dict[str, set[str]] | None) -> Snapshot | None:
+    """The cached snapshot of ``res`` if it is there, intact and the same files as the hub's
+    ``listing`` of the commit (checked without the lock)."""
     snap = cache.snapshot(res.ref, res.sha)
     if snap is None:
         return None
     from cbench.hub.cache_verify import check_cached
 
-    return _tagged(snap, res) if check_cached(cache, res.ref, res.sha).ok else None
+    return _tagged(snap, res) if check_cached(cache, res.ref, res.sha, listing).ok else None
 
 
 # ---------------------------------------------------------------------------- tag pins
@@ -271,13 +281,15 @@ def zoo_pins(ref: RepoRef) -> dict[str, str]:
 
 def check_pins(res: Resolved, cache: Cache, remote: Remote, accept: bool = False) -> tuple[str, ...]:
     """Refuse a version tag that moved: the hub says ``res.tag`` is ``res.sha``, but this cache
-    recorded another sha for it, or (for the default hub, seeded from the zoo) the zoo's index pins
-    another. Returns the tags accepted as moved (``accept``)."""
+    recorded another sha for it, or the zoo's index pins another. The zoo's pins hold on every hub
+    (the default one, ``--hub DIR``, ``--endpoint URL``) for every repository the zoo released, so
+    a fresh cache is protected too; a hub that serves other content under those names is refused
+    (publish it under another org, or point ``CBENCH_ZOO`` at the zoo it came from). Returns the
+    tags accepted as moved (``accept``)."""
     if res.tag is None:
         return ()
-    pins = [("this cache recorded", cache.pinned_tags(res.ref).get(res.tag))]
-    if remote.default:
-        pins.append(("the zoo's releases/index.json pins", zoo_pins(res.ref).get(res.tag)))
+    pins = [("this cache recorded", cache.pinned_tags(res.ref).get(res.tag)),
+            ("the zoo's releases/index.json pins", zoo_pins(res.ref).get(res.tag))]
     for who, sha in pins:
         if sha and sha != res.sha:
             if accept:

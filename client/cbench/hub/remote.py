@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cbench.errors import HubError, HubUnreachableError, UsageError
-from cbench.hub.repos import Hub, RepoRef, default_hub_dir
+from cbench.hub.repos import Hub, RepoRef, default_hub_dir, git
 
 
 def hf_offline() -> bool:
@@ -65,6 +65,65 @@ class Remote:
                 raise HubError(f"{self.endpoint} answered HTTP {status} for {ref.repo_id}") from None
             raise HubUnreachableError(f"cannot reach {self.endpoint} ({type(exc).__name__})") from None
         return {t.name: t.target_commit for t in refs.tags}, {b.name: b.target_commit for b in refs.branches}
+
+
+    def repositories(self, repo_type: str) -> dict[str, dict[str, str]]:
+        """Every repository of that type the hub lists, with its tags (tag -> commit):
+        ``list_models``/``list_datasets`` then ``list_repo_refs`` of each, as any Hugging
+        Face-compatible server answers them. HubUnreachableError when it cannot be asked."""
+        if self.hub_dir is not None:
+            return {r: self.hub.refs(r, repo_type) for r in self.names(repo_type)}
+        from concurrent.futures import ThreadPoolExecutor
+
+        api = _hf_api(self.endpoint)
+        try:
+            listed = api.list_models() if repo_type == "model" else api.list_datasets()
+            ids = sorted(info.id for info in listed)
+        except Exception as exc:  # noqa: BLE001 - every failure is mapped below
+            raise self._error(exc, f"the {repo_type}s") from None
+
+        def tags(repo_id: str) -> dict[str, str]:
+            both = self.refs_and_branches(RepoRef(repo_id, repo_type))
+            return both[0] if both is not None else {}
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return dict(zip(ids, pool.map(tags, ids)))
+
+    def _error(self, exc: Exception, what: str):
+        status = _http_status(exc)
+        if status is not None:
+            return HubError(f"{self.endpoint} answered HTTP {status} when asked for {what}")
+        return HubUnreachableError(f"cannot reach {self.endpoint} ({type(exc).__name__})")
+
+    def listing(self, ref: RepoRef, sha: str) -> dict[str, set[str]]:
+        """Every file of commit ``sha`` as the hub lists it now: path -> its ids (the git blob id,
+        and for a Git LFS file its sha256, the etag ``huggingface_hub`` names the cached blob by).
+        HubError when the hub cannot list it."""
+        if self.hub_dir is not None:
+            out = git(self.hub.repo_path(ref.repo_id, ref.repo_type), "ls-tree", "-r", "-z", sha)
+            listing = {}
+            for rec in out.split("\0"):
+                meta, _, path = rec.partition("\t")
+                parts = meta.split()
+                if len(parts) == 3 and parts[1] == "blob":
+                    listing[path] = {parts[2]}
+            return listing
+        api = _hf_api(self.endpoint)
+        try:
+            entries = list(api.list_repo_tree(ref.repo_id, revision=sha, repo_type=ref.repo_type, recursive=True))
+        except Exception as exc:  # noqa: BLE001 - every failure is mapped below
+            raise self._error(exc, f"the files of {ref.repo_id}@{sha[:12]}") from None
+        listing = {}
+        for e in entries:
+            blob = getattr(e, "blob_id", None)
+            if blob is None:  # a folder
+                continue
+            ids = {blob}
+            lfs = getattr(e, "lfs", None)
+            if lfs:
+                ids.add(lfs["sha256"] if isinstance(lfs, dict) else lfs.sha256)
+            listing[e.path] = ids
+        return listing
 
 
 def check_endpoint(endpoint: str, option: str = "--endpoint") -> str:
