@@ -1,5 +1,5 @@
-"""The README's quick start runs as written: the Python block (default suite) and the CLI block
-(slow: it runs a discovery method and scoring), each on a fresh CBENCH_HOME."""
+"""The README's quick starts run as written: the Python block (default suite), the Python API block and
+the CLI block (slow: they run a discovery method and scoring), each on a fresh CBENCH_HOME."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def _env(home: Path) -> dict:
 
 
 def test_python_quick_start(tmp_path):
-    block = re.search(r"<!-- quickstart-python -->\n```python\n(.*?)```", README, flags=re.S).group(1)
-    proc = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, env=_env(tmp_path / "home"),
+    block = re.search(r"<!-- quickstart-python -->\n```python\n(.*?)```", README, flags=re.DOTALL).group(1)
+    proc = subprocess.run([sys.executable, "-c", block], check=False, capture_output=True, text=True, env=_env(tmp_path / "home"),
                           cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -36,14 +36,24 @@ def test_python_quick_start(tmp_path):
 
 
 @pytest.mark.slow
+def test_python_api_quick_start(tmp_path):
+    block = re.search(r"<!-- quickstart-api -->\n```python\n(.*?)```", README, flags=re.DOTALL).group(1)
+    proc = subprocess.run([sys.executable, "-c", block], check=False, capture_output=True, text=True, env=_env(tmp_path / "home"),
+                          cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    auroc, cmd = (float(x) for x in proc.stdout.split())
+    assert 0.9 <= auroc <= 1.0 and 0.0 <= cmd <= 1.0, proc.stdout
+
+
+@pytest.mark.slow
 def test_cli_quick_start(tmp_path):
-    block = re.search(r"```bash\n(cbench pull case-3.*?)```", README, flags=re.S).group(1)
+    block = re.search(r"```bash\n(cbench pull case-3.*?)```", README, flags=re.DOTALL).group(1)
     bin_dir = str(Path(sys.executable).parent)
     env = _env(tmp_path / "home")
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     for line in block.strip().splitlines():
         cmd = line.split("  #")[0].strip()
-        proc = subprocess.run(["bash", "-ec", cmd], capture_output=True, text=True, env=env, cwd=tmp_path,
+        proc = subprocess.run(["bash", "-ec", cmd], check=False, capture_output=True, text=True, env=env, cwd=tmp_path,
                               timeout=900)
         assert proc.returncode == 0, (cmd, proc.stderr)
     assert (tmp_path / "scores.json").is_file()
