@@ -64,7 +64,8 @@ def main(argv=None) -> int:
             art = read_model_artifact(MODELS / name / "v1.0.0")
             model = art.load_model()
             for var in variables(art):
-                train, test = load_variable_data(art, var, DATASET, args.n_train, 500)
+                train, tests = load_variable_data(art, var, DATASET, args.n_train, 500)
+                test = next(iter(tests.values()))
                 loc = parse_location(var.aligned, model.cfg)
                 for p_ in model.parameters():
                     p_.requires_grad_(False)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from cbench import schemas as validation
 from cbench.artifacts.model import read_model_artifact
 from cbench.errors import UsageError
@@ -186,7 +185,7 @@ def test_cli_localize_writes_a_valid_results_file(tmp_path, capsys):
     (["--variable", "is_x_2", "--featurizer", "sae"], "sae"),
 ])
 def test_cli_localize_bad_input_is_one_line(tmp_path, capsys, argv, needle):
-    code, stdout, err = run(capsys, "localize", str(MODELS / "case-3" / "v1.0.0"), "--dataset", str(DATASET),
+    code, _stdout, err = run(capsys, "localize", str(MODELS / "case-3" / "v1.0.0"), "--dataset", str(DATASET),
                             "--n-train", "8", "--n-test", "8", *argv)
     assert code != 0 and needle in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())
@@ -195,8 +194,11 @@ def test_cli_localize_bad_input_is_one_line(tmp_path, capsys, argv, needle):
 def test_track_writes_table_plot_and_results(tmp_path):
     lines = []
     doc = run_track(["3"], tmp_path, featurizers="identity,random", n_train=64, n_test=100, dataset_dir=DATASET,
-                    loader=art, echo=lines.append)
+                    loader=art, echo=lines.append, include_trivial=True)
     assert validation.validate(doc) == [] and doc["kind"] == "causal-variables"
+    # every Tracr variable owns its component: marked, and left out of the summaries by default
+    assert all(r["separates"] is False for r in doc["results"]["rows"] if r["model_kind"] == "tracr")
+    assert {b["variable_kind"] for b in doc["results"]["leaderboard"]} >= {"tracr"}
     rows = doc["results"]["rows"]
     assert {(r["model_kind"], r["featurizer"]) for r in rows} == {(k, f) for k in ("siit", "tracr")
                                                                    for f in ("identity", "random")}
@@ -207,7 +209,9 @@ def test_track_writes_table_plot_and_results(tmp_path):
     # resumable: a second run reads the runs back
     again = run_track(["3"], tmp_path, featurizers="identity", n_train=64, n_test=100, dataset_dir=DATASET,
                       loader=art, echo=lines.append)
-    assert again["results"]["summary"][0]["mean_iia_aligned"] is not None
+    assert all(s["model_kind"] != "tracr" for s in again["results"]["summary"])
+    assert "tracr" not in {b["variable_kind"] for b in again["results"]["leaderboard"]}
+    assert (tmp_path / "leaderboard.png").is_file() or not again["results"]["leaderboard"]
 
 
 @pytest.mark.slow

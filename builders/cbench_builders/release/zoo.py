@@ -150,7 +150,7 @@ def write_index(zoo: Path, version: str) -> Path:
     return out
 
 
-_KIND_ORDER = {"siit": 0, "tracr": 1, "iit": 2, "stress": 3}
+_KIND_ORDER = {"siit": 0, "tracr": 1, "iit": 2, "stress": 3, "variables": 4}
 
 
 def _one_entry_per_case(models: list[dict]) -> list[dict]:
@@ -190,9 +190,11 @@ def _dataset_configs(path: Path) -> list[str]:
               help="where `cbench build ioi-model` wrote the IOI model (ioi/)")
 @click.option("--stress-dir", default="build/stress", type=click.Path(path_type=Path), show_default=True,
               help="where `cbench build stress` wrote the stress tier's models")
+@click.option("--variables-dir", default="build/variables", type=click.Path(path_type=Path), show_default=True,
+              help="where `cbench build variables` wrote the variables tier's models")
 @click.option("--only", default=None, help="comma-separated repo names to release (default: everything built)")
 @click.option("--zoo", default=None, type=click.Path(path_type=Path), help="model_zoo directory (default: the repo's)")
-def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi_dir, stress_dir):
+def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi_dir, stress_dir, variables_dir):
     """Copy built artifacts into model_zoo/releases at VERSION and rewrite the benchmark index."""
     from cbench.hub.zoo import zoo_dir
 
@@ -205,11 +207,12 @@ def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi
         raise BuildError("cannot find model_zoo/; pass --zoo")
     if not Path(zoo).is_dir():
         raise UsageError(f"--zoo {zoo}: no such directory")
-    built = {"tracr": tracr_dir, "siit": siit_dir, "datasets": datasets_dir, "ioi": ioi_dir, "stress": stress_dir}
+    built = {"tracr": tracr_dir, "siit": siit_dir, "datasets": datasets_dir, "ioi": ioi_dir, "stress": stress_dir,
+             "variables": variables_dir}
     if not any(Path(d).is_dir() for d in built.values()):
         raise UsageError(f"none of {', '.join(str(d) for d in built.values())} exists; build something first "
-                         "(cbench build tracr / datasets / siit / ioi-model / stress) or pass "
-                         "--tracr-dir/--siit-dir/--datasets-dir/--ioi-dir/--stress-dir")
+                         "(cbench build tracr / datasets / siit / ioi-model / stress / variables) or pass "
+                         "--tracr-dir/--siit-dir/--datasets-dir/--ioi-dir/--stress-dir/--variables-dir")
     only_set = {s.strip() for s in only.split(",") if s.strip()} if only is not None else None
     if only is not None:
         names = {name for _t, name, _p in collect(built)}

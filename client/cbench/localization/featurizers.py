@@ -1,21 +1,32 @@
 """Featurizers: how a location's hidden vector is turned into the features that are interchanged.
 
-Every featurizer is a :class:`cbench.localization.pyvene_adapter.BasisIntervention` per part of the location:
-the span of an orthonormal basis ``Q`` (``k`` columns) is swapped between base and source.
+Every featurizer is one pyvene intervention per part of the location
+(:mod:`cbench.localization.pyvene_adapter`), fitted on the train split. MIB's five (its section 4
+and appendix G) and two baselines:
 
-* ``identity`` -- the full vector (``Q`` = the identity; MIB's "Full Vector" baseline);
-* ``das`` -- Distributed Alignment Search: ``Q`` learned on the train split by minimising the loss
-  between the intervened model's outputs and the interchange labels (cross-entropy for
-  categorical tasks, squared error for numerical ones), kept orthonormal by pyvene's rotation layer.
-  It starts from the PCA basis, not a random one: from random starts the squared-error loss of
-  numerical variables has local minima (on Tracr's case 3 every optimiser tried stalled with
-  the variable's direction at 45 degrees to the subspace, IIA ~0.55; from PCA it reaches 1.0);
-* ``pca`` -- the top ``k`` principal components of the location's activations on the train
-  split's inputs (unsupervised);
-* ``random`` -- ``k`` random orthonormal directions (a baseline; seeded).
+* ``identity`` -- the full vector (MIB's "Full Vector");
+* ``dbm`` -- desiderata-based masking over the standard dimensions: a binary mask over the
+  vector's coordinates learned to maximise IIA (``sigmoid(logits / T)`` with the temperature
+  ``T`` annealed from 1 to 0.01 over the steps, as MIB's appendix G.4; cross-entropy to the
+  interchange labels plus ``MASK_L1`` times the mask's mean; hard ``logits > 0`` once trained);
+* ``dbm-pca`` -- the same mask over all principal components of the location's activations on
+  the train inputs;
+* ``dbm-sae`` -- the same mask over the features of a sparse autoencoder of the location
+  (released beside the model, else trained on the train inputs: :mod:`cbench.localization.sae`);
+  the base's reconstruction error is kept;
+* ``das`` -- Distributed Alignment Search: an orthonormal ``Q`` (``k`` columns) learned by
+  minimising the loss between the intervened model's outputs and the interchange labels, kept
+  orthonormal by pyvene's rotation layer under torch's orthogonal parametrization. It starts from
+  the PCA basis, not a random one: from random starts the squared-error loss of numerical
+  variables has local minima (on Tracr's case 3 every optimiser tried stalled with the
+  variable's direction at 45 degrees to the subspace, IIA ~0.55; from PCA it reaches 1.0);
+* ``pca`` -- the top ``k`` principal components (unsupervised; a baseline);
+* ``random`` -- ``k`` random orthonormal directions (a baseline).
 
-``k`` defaults to the variable's natural size (the number of residual dimensions Tracr gave it),
-capped by the vector's width.
+``k`` defaults to the variable's natural size (the number of residual dimensions Tracr gave it,
+or a variables model's number of values), capped by the vector's width. Every featurizer is
+deterministic given ``seed``: :func:`fit` seeds every initialisation, including the global RNG
+torch's orthogonal parametrization draws from.
 """
 
 from __future__ import annotations
@@ -27,7 +38,14 @@ import torch
 
 from cbench.errors import UsageError
 
-FEATURIZERS = ("identity", "das", "pca", "random")
+FEATURIZERS = ("identity", "dbm", "dbm-pca", "dbm-sae", "das", "pca", "random")
+#: the featurizers MIB compares, in its order
+MIB_FEATURIZERS = ("identity", "dbm", "dbm-pca", "dbm-sae", "das")
+MASKED = ("dbm", "dbm-pca", "dbm-sae")
+TRAINED = ("das", *MASKED)
+MASK_L1 = 0.01  # DBM's penalty on the mask's mean
+MASK_LR_SCALE = 10.0  # DBM's learning rate is this times --lr (its logits move further than DAS's rotation)
+T_START, T_END = 1.0, 0.01
 
 
 @dataclass(frozen=True)
@@ -51,8 +69,11 @@ class FeaturizerSpec:
 
     def hyperparameters(self, k_used: int | None = None) -> dict:
         out = {"k": k_used if k_used is not None else self.k, "seed": self.seed}
-        if self.name == "das":
+        if self.name in TRAINED:
             out.update(steps=self.steps, lr=self.lr, batch_size=self.batch_size)
+        if self.name in MASKED:
+            out.pop("k")
+            out.update(mask_lr=self.lr * MASK_LR_SCALE, mask_l1=MASK_L1, temperature=[T_START, T_END])
         if self.name == "identity":
             out = {}
         return out
@@ -85,15 +106,30 @@ def _activations(model, part, train) -> torch.Tensor:
     return acts[valid] @ part.frame(acts.shape[-1])
 
 
-def fit(model, location, spec: FeaturizerSpec, train, default_k: int, loss_fn=None) -> tuple[list, dict]:
-    """Interventions for each part of ``location`` (one :class:`BasisIntervention` each) and a
-    ``{"k": ..., "train_s": ...}`` record. ``train`` is a :class:`VariableData` (used by DAS
-    and PCA)."""
-    from cbench.localization.pyvene_adapter import BasisIntervention
-
+def fit(model, location, spec: FeaturizerSpec, train, default_k: int, loss_fn=None,
+        saes: dict | None = None) -> tuple[list, dict]:
+    """Interventions for each part of ``location`` (one pyvene intervention each) and a
+    ``{"k": ..., "train_s": ...}`` record. ``train`` is a :class:`VariableData` (used by every
+    featurizer but identity and random); ``saes`` the model's released SAEs by site key (dbm-sae
+    trains what is missing)."""
     t0 = time.perf_counter()
+    # every initialisation is seeded from ``spec.seed``: the explicit generators, and the global
+    # RNG that torch's orthogonal parametrization draws from (it completes a k-column basis to a
+    # square one with ``torch.randn`` when DAS's start is assigned), forked so that the caller's
+    # RNG state is left as it was
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(spec.seed))
+        ivs, info = _fit(model, location, spec, train, default_k, loss_fn, saes or {})
+    info["train_s"] = round(time.perf_counter() - t0, 3)
+    return ivs, info
+
+
+def _fit(model, location, spec, train, default_k, loss_fn, saes) -> tuple[list, dict]:
+    from cbench.localization.pyvene_adapter import BasisIntervention, MaskIntervention
+    from cbench.localization.sae import site_key, train_sae
+
     gen = torch.Generator().manual_seed(int(spec.seed))
-    ivs, ks = [], []
+    ivs, ks, sae_info = [], [], {}
     for part in location.parts:
         width = part.site.width(model)
         frame = part.frame(width)
@@ -101,6 +137,20 @@ def fit(model, location, spec: FeaturizerSpec, train, default_k: int, loss_fn=No
         if spec.name == "identity":
             ivs.append(BasisIntervention(frame, basis=torch.eye(m)))
             ks.append(m)
+            continue
+        if spec.name in ("dbm", "dbm-pca"):
+            P = torch.eye(m) if spec.name == "dbm" else _pca_basis(_activations(model, part, train), m)
+            ivs.append(MaskIntervention(frame, P=P))
+            continue
+        if spec.name == "dbm-sae":
+            key = site_key(part.site) if part.dims is None else None
+            sae = saes.get(key) if key else None
+            if sae is None:
+                sae, stats = train_sae(_activations(model, part, train), seed=spec.seed)
+                sae_info[key or str(part.dims)] = {"source": "trained on the train inputs", **stats}
+            else:
+                sae_info[key] = {"source": "released with the model", "n_features": sae.n_features}
+            ivs.append(MaskIntervention(frame, sae=sae))
             continue
         k = _k(spec, default_k, m)
         ks.append(k)
@@ -114,10 +164,17 @@ def fit(model, location, spec: FeaturizerSpec, train, default_k: int, loss_fn=No
             with torch.no_grad():
                 iv.rotate_layer.weight = _pca_basis(_activations(model, part, train), k)
             ivs.append(iv)
-    info: dict = {"k": ks[0] if len(ks) == 1 else ks}
-    if spec.name == "das":
-        info.update(train_das(model, location, ivs, spec, train, loss_fn))
-    info["train_s"] = round(time.perf_counter() - t0, 3)
+    info: dict = {}
+    if spec.name in TRAINED:
+        info.update(train_featurizer(model, location, ivs, spec, train, loss_fn))
+    if spec.name in MASKED:
+        for iv in ivs:
+            iv.hard = True
+        ks = [iv.k for iv in ivs]
+        info["features"] = [int(iv.mask_logits.shape[0]) for iv in ivs]
+    if sae_info:
+        info["sae"] = sae_info
+    info = {"k": ks[0] if len(ks) == 1 else ks, **info}
     return ivs, info
 
 
@@ -131,16 +188,18 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor, t
     return (err * valid).sum() / valid.sum().clamp(min=1)
 
 
-def train_das(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -> dict:
-    """Train the DAS rotations of ``ivs`` in place (Adam, ``spec.lr``, ``spec.steps`` batches
-    drawn from the train pairs epoch by epoch, each epoch in a seeded order). Returns
-    ``{"steps", "final_loss"}``."""
-    from cbench.localization.pyvene_adapter import intervenable, interchange
+def train_featurizer(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -> dict:
+    """Train ``ivs`` in place: DAS rotations or DBM masks (Adam, ``spec.steps`` batches drawn from
+    the train pairs epoch by epoch, each epoch in a seeded order; masks with their temperature
+    annealed geometrically and the L1 penalty). Returns ``{"steps", "final_loss"}``."""
+    from cbench.localization.pyvene_adapter import interchange, intervenable
 
     sites = [p.site for p in location.parts]
     iv = intervenable(model, sites, ivs)
     params = [p for x in ivs for p in x.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=spec.lr)
+    masked = spec.name in MASKED
+    opt = torch.optim.Adam(params, lr=spec.lr * (MASK_LR_SCALE if masked else 1.0))
+    total = max(1, int(spec.steps) - 1)
     d = train.data
     N = d.n_examples
     gen = torch.Generator().manual_seed(int(spec.seed))
@@ -152,8 +211,13 @@ def train_das(model, location, ivs, spec: FeaturizerSpec, train, loss_fn=None) -
             if steps >= int(spec.steps):
                 break
             idx = order[start:start + int(spec.batch_size)]
+            if masked:
+                for x in ivs:
+                    x.temperature = T_START * (T_END / T_START) ** (steps / total)
             logits = interchange(iv, sites, d.base[idx], d.source[idx])
             loss = loss_fn(logits, d.labels[idx], d.valid[idx], d.task_type)
+            if masked:
+                loss = loss + MASK_L1 * torch.cat([x.mask() for x in ivs]).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()

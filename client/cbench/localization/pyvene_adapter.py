@@ -45,13 +45,13 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
-from cbench.errors import GraphError
 from cbench.artifacts.transformer_lens_adapter import HookedTransformer
+from cbench.errors import GraphError
 
 with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -65,8 +65,17 @@ with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
     )
     from pyvene.models.layers import LowRankRotateLayer
 
-__all__ = ["PYVENE_VERSION", "Site", "BasisIntervention", "prepare", "intervenable", "interchange", "collect",
-           "SITE_KINDS"]
+__all__ = [
+    "PYVENE_VERSION",
+    "SITE_KINDS",
+    "BasisIntervention",
+    "MaskIntervention",
+    "Site",
+    "collect",
+    "interchange",
+    "intervenable",
+    "prepare",
+]
 
 PYVENE_VERSION: str = getattr(pyvene, "__version__", "0.1.8")
 
@@ -232,13 +241,63 @@ class BasisIntervention(TrainableIntervention, DistributedRepresentationInterven
         return f"BasisIntervention(n={self.frame.shape[0]}, k={self.k})"
 
 
+class MaskIntervention(TrainableIntervention, DistributedRepresentationIntervention):
+    """Desiderata-based masking (DBM): interchange the features a mask selects, per position.
+
+    Features of a vector ``h`` (in the ``frame``'s coordinates ``x = frame^T h``): ``x @ P`` for an
+    orthonormal ``P`` ``[m, m]`` (the standard dimensions: the identity; PCA: the principal
+    components), or an SAE's ``f(x)`` (``sae``: a :class:`cbench.localization.sae.SAE`, whose
+    decoder maps a feature change back, so the base's reconstruction error is kept). The result
+    is ``h_b + frame (delta)`` with ``delta = ((x_s - x_b) @ P) diag(m) P^T`` or
+    ``(m * (f(x_s) - f(x_b))) W_dec``. The mask is ``sigmoid(logits / temperature)`` while
+    training and ``logits > 0`` once :attr:`hard` is set."""
+
+    def __init__(self, frame: torch.Tensor, P: torch.Tensor | None = None, sae=None, **kwargs):
+        kwargs.setdefault("keep_last_dim", True)
+        super().__init__(**kwargs)
+        self.register_buffer("frame", torch.as_tensor(frame, dtype=torch.float32))
+        self.sae = sae
+        if sae is None:
+            self.register_buffer("P", torch.as_tensor(P, dtype=torch.float32))
+            n = self.P.shape[1]
+        else:
+            self.P = None
+            n = sae.n_features
+        self.mask_logits = torch.nn.Parameter(torch.zeros(n))
+        self.temperature = 1.0
+        self.hard = False
+
+    def mask(self) -> torch.Tensor:
+        if self.hard:
+            return (self.mask_logits > 0).float()
+        return torch.sigmoid(self.mask_logits / self.temperature)
+
+    @property
+    def k(self) -> int:
+        return int((self.mask_logits > 0).sum())
+
+    def forward(self, base, source, subspaces=None, **kwargs):
+        F = self.frame.to(base.dtype)
+        xb, xs = base @ F, source @ F
+        m = self.mask().to(base.dtype)
+        if self.sae is None:
+            P = self.P.to(base.dtype)
+            delta = (((xs - xb) @ P) * m) @ P.T
+        else:
+            delta = (m * (self.sae.encode(xs) - self.sae.encode(xb))) @ self.sae.W_dec.to(base.dtype)
+        return base + delta @ F.T
+
+    def __str__(self):
+        return f"MaskIntervention(n={self.frame.shape[0]}, features={self.mask_logits.shape[0]})"
+
+
 # ---------------------------------------------------------------------------- running interventions
 def _representation(site: Site, intervention) -> dict:
     return {"layer": int(site.layer), "component": site.kind, "unit": "h.pos" if site.head is not None else "pos",
             "max_number_of_units": 1, "intervention": intervention, "group_key": 0}
 
 
-def intervenable(model: HookedTransformer, sites: Sequence[Site], interventions: Sequence) -> "pyvene.IntervenableModel":
+def intervenable(model: HookedTransformer, sites: Sequence[Site], interventions: Sequence) -> pyvene.IntervenableModel:
     """An ``IntervenableModel`` applying ``interventions[i]`` at ``sites[i]``, all from one source."""
     if len(sites) != len(interventions) or not sites:
         raise ValueError("one intervention per site, and at least one site")

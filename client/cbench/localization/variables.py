@@ -29,9 +29,9 @@ output when the variable alone is interchanged from the source (the dataset's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import torch
 
@@ -138,6 +138,11 @@ class Variable:
     n_dims: int  # residual dimensions Tracr gave it (its natural subspace size), at least 1
     model_kind: str
     nodes: tuple[str, ...] = ()  # every node that computes it (a SelectorWidth: its head and its MLP)
+    kind: str | None = None  # a variables model's kind of variable: shared, rotated, spread
+    holds: tuple[str, ...] = ()  # every location that holds it (the aligned one first)
+    shares_with: tuple[str, ...] = ()  # other variables computed by any of its nodes
+    separates: bool | None = None  # False: no featurizer can do better than the full vector here
+    why: str | None = None
 
 
 def _ops(artifact) -> list[dict]:
@@ -149,8 +154,46 @@ def _ops(artifact) -> list[dict]:
     return list(ops)
 
 
+def _declared(artifact) -> list[Variable]:
+    """A variables model's variables, as its circuit.json lists them."""
+    out = []
+    for v in (artifact.circuit or {}).get("variables") or []:
+        nodes = tuple(p["node"] for p in v["parts"])
+        out.append(Variable(v["name"], "variable", None, v["location"], int(v["n_values"]), artifact.model_kind, nodes,
+                            kind=v.get("kind"), holds=tuple(v.get("holds") or [v["location"]]),
+                            shares_with=tuple(v.get("shares_component_with") or ()),
+                            separates=v.get("separates"), why=v.get("why")))
+    return out
+
+
+def _holds(aligned: str) -> tuple[str, ...]:
+    """The aligned location and the residual stream right after its last node (which holds the
+    variable by construction)."""
+    layers = [int(m[1]) for m in re.finditer(r"(?:^|\+)[am](\d+)", aligned)]
+    return (aligned, f"resid.{max(layers) + 1}") if layers else (aligned,)
+
+
+def _mark_separation(vs: list[Variable]) -> list[Variable]:
+    """Variables whose nodes compute no other variable cannot separate featurizers: interchanging
+    the full vector there is already the variable's interchange (marked ``separates: False``)."""
+    for v in vs:
+        others = tuple(w.name for w in vs if w is not v and set(w.nodes) & set(v.nodes))
+        v.shares_with = others
+        v.separates = bool(others)
+        v.why = (f"its node(s) also compute {', '.join(others)}" if others
+                 else "its node(s) compute nothing else: the full vector is the variable")
+        v.holds = _holds(v.aligned)
+    return vs
+
+
 def variables(artifact) -> list[Variable]:
     """The case's causal variables with their aligned locations (ops order)."""
+    if artifact.model_kind == "variables":
+        return _declared(artifact)
+    return _mark_separation(_variables_of_ops(artifact))
+
+
+def _variables_of_ops(artifact) -> list[Variable]:
     ops = _ops(artifact)
     corr = artifact.correspondence
     out = []
@@ -181,7 +224,8 @@ def variable(artifact, name: str) -> Variable:
     for v in vs:
         if v.name == name:
             return v
-    skipped = [op["name"] for op in _ops(artifact) if op.get("type") in NOT_VARIABLES]
+    skipped = [] if artifact.model_kind == "variables" else [op["name"] for op in _ops(artifact)
+                                                             if op.get("type") in NOT_VARIABLES]
     if name in skipped:
         raise UsageError(f"{name!r} is an input or a Select (an attention pattern), not a variable a hidden "
                          f"vector holds; the variables of case {artifact.case} are: {', '.join(v.name for v in vs)}")
@@ -204,7 +248,7 @@ class VariableData:
     def n_examples(self) -> int:
         return self.data.n_examples
 
-    def subset(self, idx) -> "VariableData":
+    def subset(self, idx) -> VariableData:
         d = self.data
         return VariableData(TaskData(d.base[idx], d.source[idx], d.labels[idx], d.valid[idx], d.task_type, d.split,
                                      d.dataset, d.revision, dict(d.info)), self.changed[idx], self.split, self.source)

@@ -16,3 +16,4 @@ from cbench.tasks.kinds import register_task_kind  # noqa: E402
 # the built-in task kinds (their modules import torch only when a model of that kind is loaded)
 register_task_kind("ioi", "cbench.tasks.ioi_data:kind_loader")
 register_task_kind("stress", "cbench.tasks.stress:kind_loader")
+register_task_kind("variables", "cbench.tasks.variables:kind_loader")

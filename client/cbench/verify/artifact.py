@@ -1,6 +1,6 @@
 """``cbench verify`` on a model artifact: the pairs and the gates its kind calls for (node and edge
 gates for Tracr, SIIT and IIT models and the IOI model, :mod:`cbench.verify.gates`; the stress
-tier's gates, :mod:`cbench.verify.mechanisms`).
+tier's gates, :mod:`cbench.verify.mechanisms`; the variables tier's, :mod:`cbench.verify.variables`).
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ def verify_artifact(artifact, n_pairs: int = VERIFY_PAIRS, seed: int = VERIFY_SE
                                                 offline=offline, use_dataset=True)
         sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
         return verify_stress(model, meta, artifact.circuit or {}, sets)
+    if meta.get("model_kind") == "variables":  # hand-set weights: each variable's subspace proved by interchange
+        from cbench.verify.variables import verify_variables
+
+        return verify_variables(model, meta, artifact.circuit or {}, n_pairs, seed)
     tracr = artifact.tracr.load_model() if artifact.tracr is not None else None
     if meta.get("model_kind") == "tracr":
         tracr = model

@@ -1,0 +1,91 @@
+"""The whole causal-variable track with all of MIB's featurizers, on 2 CPU threads.
+
+Runs ``run_track`` (what ``cbench bench --track causal-variables`` runs) on the variables tier's
+nine models (every variable, every candidate location, featurizers identity, dbm, dbm-pca,
+dbm-sae and das; MIB's IIA per example) and reports the wall time and this process's CPU time,
+in total and per featurizer (the sum of the fit times, ``train_s``), and the identity-vs-DAS
+figures of the leaderboard. ``--cases`` adds cases of the SIIT/Tracr track (e.g. ``3,21``).
+
+The reference, in the same process: one forward pass of each model over the same test pairs
+(``ratio`` = track wall time / reference), so the figure can be compared across machines.
+
+Run: ``.venv/bin/python benchmarks/bench_causal_track.py [--out DIR] [--n-train 1024] [--n-test 500]``.
+Resumable: runs already in ``--out`` are read back (pass a fresh directory to time it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "model_zoo" / "releases" / "models" / "cbench"
+DATASET = ROOT / "model_zoo" / "releases" / "datasets" / "cbench" / "counterfactuals" / "v1.1.0"
+FEATS = "identity,dbm,dbm-pca,dbm-sae,das"
+
+
+def _art(name: str):
+    from cbench.artifacts.model import read_model_artifact
+
+    return read_model_artifact(MODELS / name / "v1.0.0")
+
+
+def reference_s(names, n_test: int) -> float:
+    """Wall seconds of one forward pass of each model over ``n_test`` pairs' bases and sources."""
+    from cbench.tasks.variables import variables_pairs
+
+    t0 = time.perf_counter()
+    for n in names:
+        art = _art(n)
+        model = art.load_model()
+        d = variables_pairs(art.meta, "test", n_test)
+        with torch.no_grad():
+            model(d.base)
+            model(d.source)
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    from cbench.localization.track import VARIABLES_MODELS, run_track
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None, help="results directory (default: a fresh temporary one)")
+    p.add_argument("--featurizers", default=FEATS)
+    p.add_argument("--cases", default="", help="SIIT/Tracr cases to add, e.g. 3,21")
+    p.add_argument("--n-train", type=int, default=1024)
+    p.add_argument("--n-test", type=int, default=500)
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(2)
+    out = args.out or Path(tempfile.mkdtemp(prefix="cbench-track-"))
+    cases = list(VARIABLES_MODELS) + [c for c in args.cases.split(",") if c]
+    t0, c0 = time.perf_counter(), time.process_time()
+    doc = run_track(cases, out, args.featurizers, n_train=args.n_train, n_test=args.n_test, dataset_dir=DATASET,
+                    loader=_art, echo=lambda s: print(s, flush=True))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    ref = reference_s(VARIABLES_MODELS, args.n_test)
+    rows = doc["results"]["rows"]
+    fit_s: dict[str, float] = {}
+    for r in rows:
+        fit_s[r["featurizer"]] = fit_s.get(r["featurizer"], 0.0) + sum(x.get("train_s", 0.0) for x in r["locations"])
+    board = doc["results"]["leaderboard"]
+    res = {"models": len(VARIABLES_MODELS), "cases": args.cases or None, "runs": len(rows),
+           "locations_scored": sum(len(r["locations"]) for r in rows), "featurizers": args.featurizers.split(","),
+           "n_train": args.n_train, "n_test": args.n_test, "threads": torch.get_num_threads(),
+           "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "reference_wall_s": round(ref, 3),
+           "ratio": round(wall / ref, 1), "fit_s_per_featurizer": {k: round(v, 1) for k, v in fit_s.items()},
+           "leaderboard": board, "out": str(out)}
+    print(json.dumps(res, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
