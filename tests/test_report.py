@@ -4,8 +4,13 @@ submissions in cbench and MIB format; bad input gets one line and a non-zero exi
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
+from xml.etree import ElementTree
+import shutil
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -51,8 +56,20 @@ def parse(path: Path) -> Links:
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     cases = R.write_cases(root / "cases")
-    assert main(R.bench_args(cases, root / "bench")) in (0, None)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(R.bench_args(cases, root / "bench")) in (0, None)
+    (root / "bench.stderr").write_text(err.getvalue())
     return root
+
+
+def test_bench_progress_is_one_line_per_model_and_method_with_k_of_n_and_an_eta(site):
+    """Standard error is not a terminal here: one line per finished (case, method), nothing redrawn."""
+    lines = [x for x in (site / "bench.stderr").read_text().splitlines() if x.startswith("[")]
+    assert len(lines) == 6 and "\r" not in (site / "bench.stderr").read_text()
+    for k, line in enumerate(lines, start=1):
+        assert re.match(rf"\[{k}/6 · ETA (\d+:\d\d|\?)\] case toy[34], (eap|acdc|random): edge AUROC ", line), line
+    assert lines[-1].startswith("[6/6 · ETA 0:00] case toy4, random")
 
 
 def test_report_builds_a_static_site_whose_links_and_images_resolve(site, capsys):
@@ -67,10 +84,13 @@ def test_report_builds_a_static_site_whose_links_and_images_resolve(site, capsys
     for page in pages:
         for tag, ref in parse(page).refs:
             assert not re.match(r"^(https?:)?//", ref), f"{page}: remote {ref}"  # works from file://, offline
+            if ref.startswith("#"):  # a place on the same page
+                assert f'id="{ref[1:]}"' in page.read_text(), f"{page}: no element {ref}"
+                continue
             target = (page.parent / ref.split("#")[0]).resolve()
             assert target.is_file(), f"{page}: broken link {ref}"
             if tag == "img":
-                assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+                assert target.read_bytes().startswith(b"<svg ")
     index = parse(out / "index.html")
     assert [name for name, _ in index.rows][0] in ("eap", "acdc")  # ranked by mean AUROC
     assert dict(index.rows)["random"] == "random" and dict(index.rows)["eap"] == "method"
@@ -82,7 +102,7 @@ def test_report_builds_a_static_site_whose_links_and_images_resolve(site, capsys
     assert set(stats) == {"eap", "acdc", "random"}
     assert stats["acdc"]["eap"]["a12"] == pytest.approx(1 - stats["eap"]["acdc"]["a12"])
     case = (out / "cases" / "toy3.html").read_text()
-    assert "roc_toy3.png" in case and "circuit_toy3_eap.png" in case and "circuit_toy3.png" in case
+    assert 'class="roc"' in case and "circuit_toy3_eap.svg" in case and "circuit_toy3.svg" in case
     site_doc = json.loads((out / "site.json").read_text())
     assert site_doc["against"] == "acdc" and site_doc["cases"] == ["toy3", "toy4"]
 
@@ -98,7 +118,9 @@ def test_circuit_drawing_is_deterministic_and_highlights_the_top_edges():
     top = top_edges(g, doc, k)
     assert top == {e.split("<")[0] for e in truth}
     a, b = draw_circuit(g, truth, top, "t"), draw_circuit(g, truth, top, "t")
-    assert a == b and a[:8] == b"\x89PNG\r\n\x1a\n" and a != draw_circuit(g, truth, None, "t")
+    assert a == b and a.startswith(b"<svg ") and a != draw_circuit(g, truth, None, "t")
+    ElementTree.fromstring(a)  # well-formed XML
+    assert a.count(b'class="edge hit"') == len(top) and b'class="edge false"' not in a
 
 
 def test_submit_cbench_and_mib_files_become_leaderboard_entries(site, capsys, tmp_path):
@@ -119,7 +141,7 @@ def test_submit_cbench_and_mib_files_become_leaderboard_entries(site, capsys, tm
     assert ("perfect", "submission") in index.rows
     row = re.search(r'<tr class="submission" data-name="perfect">(.*?)</tr>', (out / "index.html").read_text(), re.S)
     assert '<td data-value="1.0"><b>1.000</b></td>' in row.group(1)  # its mean edge AUROC
-    assert (out / "methods" / "perfect.html").is_file() and (out / "img" / "circuit_toy3_perfect.png").is_file()
+    assert (out / "methods" / "perfect.html").is_file() and (out / "img" / "circuit_toy3_perfect.svg").is_file()
     assert "p vs eap" in (out / "index.html").read_text()
 
     mib = {"cfg": doc["cfg"], "nodes": {n: True for n in g.node_names},
@@ -161,3 +183,98 @@ def test_submit_and_report_refuse_bad_input_with_one_line(site, capsys, tmp_path
     assert code == 2 and "--against 'acdd' is not a method" in err and "acdc" in err
     code, _, err = run(capsys, "report", str(tmp_path), "--html", str(out))
     assert code == 2 and "no results.json" in err
+
+
+def _rows(html: str, table_id: str) -> dict[str, str]:
+    body = re.search(rf'<table [^>]*id="{table_id}".*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    return {unescape(m.group(1)): m.group(2) for m in re.finditer(r'<tr class="[^"]*" data-name="([^"]*)">(.*?)</tr>',
+                                                                   body, re.S)}
+
+
+def test_leaderboard_has_coverage_cpr_cmd_and_ranks_partial_entries_only_on_their_cases(site, capsys, tmp_path):
+    out = tmp_path / "html"
+    assert run(capsys, "report", str(site / "bench"), "--html", str(out))[0] == 0
+    bench = json.loads((site / "bench" / "results.json").read_text())
+    faith = bench["results"]["faithfulness"]
+    assert set(faith) == {"toy3", "toy4"} and set(faith["toy3"]) == {"eap", "acdc", "random"}
+    html = (out / "index.html").read_text()
+    rows = _rows(html, "leaderboard")
+    assert set(rows) == {"eap", "acdc", "random"}
+    cpr = np.mean([faith[c]["eap"]["cpr"] for c in ("toy3", "toy4")])
+    cmd = np.mean([faith[c]["eap"]["cmd"] for c in ("toy3", "toy4")])
+    assert f'class="cpr" data-value="{cpr}">{cpr:.3f}<' in rows["eap"] and f">{cmd:.3f}<" in rows["eap"]
+    assert 'class="coverage" data-value="2">2/2<' in rows["eap"]
+    # a perfect submission over one case only: not ranked beside the full entries
+    g = Graph(2, 2)
+    truth = set(T.toy_circuit_edges(g))
+    scores = np.array([1.0 + 0.01 * i if e.name in truth else 0.01 * i for i, e in enumerate(g.edges)])
+    doc = T.edge_scores_doc(g, scores, case="toy3")
+    (tmp_path / "one.json").write_text(json.dumps(doc))
+    assert run(capsys, "submit", str(tmp_path / "one.json"), "--report", str(out), "--name", "one-case")[0] == 0
+    html = (out / "index.html").read_text()
+    assert set(_rows(html, "leaderboard")) == {"eap", "acdc", "random"}  # ranked: the full entries only
+    partial = _rows(html, "partial")
+    assert set(partial) == {"one-case"}
+    peers = [bench["results"]["auroc"]["toy3"][m] for m in ("eap", "acdc", "random")]
+    rank = 1 + sum(v > 1.0 for v in peers)
+    assert f'class="rank" data-value="{rank}">{rank} of 4<' in partial["one-case"]
+    assert 'class="coverage" data-value="1">1/2<' in partial["one-case"]
+
+
+def test_random_roc_panel_shows_the_table_number_and_its_curve_has_that_area(site, capsys, tmp_path):
+    from cbench.scoring.statistics import roc_staircase, trapezoid
+
+    out = tmp_path / "html"
+    assert run(capsys, "report", str(site / "bench"), "--html", str(out))[0] == 0
+    bench = json.loads((site / "bench" / "results.json").read_text())
+    for case in ("toy3", "toy4"):
+        page = (out / "cases" / f"{case}.html").read_text()
+        table = _rows(page, "case-table")
+        for name in ("eap", "acdc", "random"):
+            cell = re.search(r'class="auroc" data-value="[^"]*">([^<]*)<', table[name]).group(1)
+            assert f'data-name="{name}" data-auroc="{cell}"' in page  # the panel's number is the table's
+            assert cell == f"{bench['results']['auroc'][case][name]:.3f}"
+        fpr, tpr = roc_staircase(bench["results"]["random_roc"][case])
+        assert trapezoid(tpr, fpr) == pytest.approx(bench["results"]["auroc"][case]["random"], abs=1e-6)
+
+
+HOSTILE = '<script>alert("x")</script> & \'q\''
+
+
+def test_hostile_names_are_escaped_on_every_page(site, capsys, tmp_path):
+    """A submission's name and a stress mechanism's name with markup, quotes and ampersands: text
+    on every page, never markup; the JSON in the page cannot close its script element."""
+    res = tmp_path / "bench"
+    shutil.copytree(site / "bench", res)
+    doc = json.loads((res / "results.json").read_text())
+    doc["results"]["stress"] = {
+        "per_class": {"toy3": {"eap": {HOSTILE: 0.5, "primary": 1.0}}}, "mechanisms": {"toy3": HOSTILE},
+        "by_mechanism": {HOSTILE: {"eap": 0.75}}, "faithfulness_by_mechanism": {"cpr": {HOSTILE: {"eap": 0.4}}},
+        "defeats": {HOSTILE: {"defeated": ["eap"], "not_defeated": []}},
+        "predictions": {"toy3": [{"method": "eap", "expected": "fail", "measured": "partial", "auroc": 0.8,
+                                  "held": False, "why": HOSTILE}]}}
+    (res / "results.json").write_text(json.dumps(doc))
+    out = tmp_path / "html"
+    assert run(capsys, "report", str(res), "--html", str(out))[0] == 0
+    g = Graph(2, 2)
+    sub = T.edge_scores_doc(g, np.arange(g.n_edges, dtype=float), case="toy3")
+    (tmp_path / "h.json").write_text(json.dumps(sub))
+    code, _, err = run(capsys, "submit", str(tmp_path / "h.json"), "--report", str(out), "--name", HOSTILE)
+    assert code == 0, err
+    pages = sorted(out.rglob("*.html")) + sorted(out.rglob("*.svg"))
+    assert (out / "stress.html") in pages and len([p for p in pages if p.parent.name == "methods"]) == 4
+    seen = 0
+    for page in pages:
+        text = page.read_text()
+        assert "<script>alert" not in text and 'alert("x")' not in text, page
+        assert text.count("<script") == text.count("</script>"), page
+        seen += text.count("&lt;script&gt;alert(") + text.count("\\u003cscript\\u003ealert(")
+        if page.suffix == ".svg":
+            ElementTree.fromstring(text)
+    assert seen >= 6
+    html = (out / "index.html").read_text()
+    data = json.loads(re.search(r'<script type="application/json" id="table-data">(.*?)</script>', html, re.S).group(1))
+    assert HOSTILE in [e["name"] for e in data["entries"]]  # the name itself survives, as data
+    stress = (out / "stress.html").read_text()
+    assert 'data-mechanism="&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;"' in stress
+    assert ">0.750<" in stress and ">0.400<" in stress and "0 of 1 predictions held" in stress

@@ -2,8 +2,11 @@
 
 Seeds the per-user hub from ``model_zoo/releases`` (first use only), pulls the demo cases through
 the Hugging Face protocol (olah on loopback), runs ``cbench bench`` on them with every method of the bench
-(100 pairs per case), and prints the AUROC table. Every step is the real command path; the demo
-only chooses small defaults so it finishes in a few minutes on two CPU cores.
+(100 pairs per case), prints the AUROC table once and writes the HTML report. Every step is the
+real command path; the demo only chooses small defaults so it finishes in a few minutes on two
+CPU cores. Every step shows its progress on standard error: k of N and an ETA for the pulls, the
+models x methods and the report's pages (one line per finished unit when standard error is not
+a terminal).
 """
 
 from __future__ import annotations
@@ -29,29 +32,33 @@ DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
 def demo(cases, methods, out_dir, n_examples):
     """Pull the demo cases from the embedded hub, run the benchmark on them, print the table."""
     from cbench.hub.pull import pull
+    from cbench.report import build_report
     from cbench.scoring.bench import run_bench
+    from cbench.scoring.progress import Progress
 
     t0 = time.perf_counter()
     if out_dir == DEMO_OUT:
         Path(out_dir).parent.mkdir(exist_ok=True)
     ids = [c.strip() for c in cases.split(",") if c.strip()]
     click.echo(f"== pulling the counterfactual pairs and {len(ids)} cases from the embedded hub")
-    snap = pull("counterfactuals", repo_type="dataset")
-    click.echo(f"  {snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
-    for case in ids:
-        snap = pull(f"case-{case}")
-        click.echo(f"  {snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
+    with Progress(len(ids) + 1, "pull", mode="auto", echo=click.echo) as prog:
+        prog.start("cbench/counterfactuals")
+        snap = pull("counterfactuals", repo_type="dataset")
+        prog.done(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
+        for case in ids:
+            prog.start(f"case-{case}")
+            snap = pull(f"case-{case}")
+            prog.done(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
     shown = f" --methods {methods}" if methods else ""
     click.echo(f"== cbench bench --cases {cases}{shown} --out {out_dir}")
-    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=click.echo)
-    table = Path(out_dir) / "table.md"
-    if table.is_file():
-        click.echo("")
-        click.echo(table.read_text())
-    from cbench.report import build_report
-
+    t_bench = time.perf_counter()
+    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=click.echo,
+              progress="auto")  # the table is printed once, by the bench
     html_dir = Path(out_dir) / "html"
     click.echo(f"== cbench report {out_dir} --html {html_dir}")
-    index = build_report(out_dir, html_dir, echo=click.echo)
-    click.echo(f"== demo finished in {time.perf_counter() - t0:.0f} s; results in {out_dir}/")
+    t_report = time.perf_counter()
+    index = build_report(out_dir, html_dir, echo=click.echo, progress="auto")
+    t_end = time.perf_counter()
+    click.echo(f"== demo finished in {t_end - t0:.0f} s (pulls {t_bench - t0:.0f} s, bench {t_report - t_bench:.0f} s, "
+               f"report {t_end - t_report:.0f} s); results in {out_dir}/")
     click.echo(f"HTML report: {index.resolve()}")

@@ -525,7 +525,8 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
         try:
             doc = run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=sampled, seed=seed, echo=o.echo,
                             executor=None if ex.name == "local" else ex, include_no_signal=include_no_signal,
-                            protocol=None if protocol == "cbench" else protocol)
+                            protocol=None if protocol == "cbench" else protocol,
+                            progress="off" if as_json else "auto")  # k of N and an ETA on stderr
         finally:
             ex.close()
     if as_json:

@@ -9,13 +9,15 @@ head (the letters they carry are in the edge's label in the legend). Edges:
 * in the ground truth only (missed): black, dashed;
 * all other edges of the graph: faint grey.
 
-Drawn with matplotlib (no graphviz); deterministic, so the same inputs give the same PNG bytes.
+Written as SVG directly (no plotting library, no graphviz): deterministic, so the same inputs give
+the same bytes, and about a millisecond a drawing (matplotlib took about a second).
 """
 
 from __future__ import annotations
 
-import io
-from typing import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping
+from html import escape
 
 import numpy as np
 
@@ -55,65 +57,85 @@ def top_edges(graph: Graph, doc: Mapping, k: int, signed: bool = False) -> set[s
 
 def draw_circuit(graph: Graph, truth: Iterable[str], highlighted: Iterable[str] | None = None,
                  title: str = "") -> bytes:
-    """The PNG bytes of the drawing (``highlighted``: the method's top edges; None: the circuit alone)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch
-
+    """The drawing as SVG bytes (``highlighted``: the method's top edges; None: the circuit alone).
+    Written directly (no plotting library): the same inputs give the same bytes."""
     truth_h = {promote_edge_name(e) for e in truth}
     top = None if highlighted is None else {promote_edge_name(e) for e in highlighted}
     pos = node_positions(graph)
     xs = [p[0] for p in pos.values()]
-    fig_w = max(5.2, 1.2 * (max(xs) - min(xs)) + 2.5)
-    fig_h = max(4.2, 0.8 * (2 * graph.n_layers + 1) + 1.8)
-    fig, ax = plt.subplots(figsize=(fig_w, fig_h), dpi=90)
-    styles = []
+    x0, rows = min(xs), 2 * graph.n_layers + 1
+    sx, sy, margin, r = 86.0, 64.0, 46.0, 19.0
+    legend_h = 44 if top is not None else 26
+    width = int(margin * 2 + sx * (max(xs) - x0))
+    width = max(width, 360)
+    head_h = 22 if title else 6
+    height = int(head_h + margin + sy * rows + legend_h)
+    offset = (width - sx * (max(xs) - x0)) / 2
+
+    def px(name: str) -> tuple[float, float]:
+        x, y = pos[name]
+        return offset + sx * (x - x0), head_h + 14 + sy * (rows - y)
+
+    kinds = {"hit": ("#1a9850", 2.2, ""), "false": ("#d73027", 2.0, ""), "missed": ("#222222", 1.3, "5 4"),
+             "other": ("#cccccc", 0.7, ""), "truth": ("#222222", 2.2, "")}
+    edges = []
     for name in graph.head_edge_names:
-        src, dst = name.split("->")
-        in_truth = name in truth_h
-        in_top = top is not None and name in top
+        in_truth, in_top = name in truth_h, top is not None and name in top
         if in_truth and (top is None or in_top):
-            style = dict(color="#1a9850" if top is not None else "#222222", lw=2.2, ls="-", zorder=3)
+            kind = "truth" if top is None else "hit"
         elif in_top:
-            style = dict(color="#d73027", lw=2.0, ls="-", zorder=3)
+            kind = "false"
         elif in_truth:
-            style = dict(color="#222222", lw=1.3, ls=(0, (4, 3)), zorder=2)
+            kind = "missed"
         else:
-            style = dict(color="#cccccc", lw=0.6, ls="-", zorder=1)
-        styles.append((src, dst, style))
-    for src, dst, style in sorted(styles, key=lambda s: s[2]["zorder"]):
-        (x0, y0), (x1, y1) = pos[src], pos[dst]
-        span = y1 - y0
-        rad = 0.0 if abs(x1 - x0) > 0.2 or span <= 1 else 0.25 + 0.04 * min(span, 6)  # arcs past nodes in a column
-        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), connectionstyle=f"arc3,rad={rad}", arrowstyle="-|>",
-                                     mutation_scale=8, shrinkA=13, shrinkB=13, color=style["color"], lw=style["lw"],
-                                     linestyle=style["ls"], zorder=style["zorder"]))
-    in_circuit_nodes = {n for e in truth_h for n in e.split("->")}
-    for name, (x, y) in pos.items():
-        node = graph.node(name)
-        face = "#fee08b" if node.kind == "head" else "#abd9e9" if node.kind == "mlp" else "#e0e0e0"
-        ax.scatter([x], [y], s=760, c=face, edgecolors="#222222" if name in in_circuit_nodes else "#aaaaaa",
-                   linewidths=1.6 if name in in_circuit_nodes else 0.8, zorder=4)
-        ax.text(x, y, name, ha="center", va="center", fontsize=6.5, zorder=5)
-    if top is None:
-        handles = [Line2D([], [], color="#222222", lw=2.2, label="ground-truth edge"),
-                   Line2D([], [], color="#cccccc", lw=0.8, label="other edge")]
-    else:
-        handles = [Line2D([], [], color="#1a9850", lw=2.2, label=f"top-{len(truth_h)} and in the circuit"),
-                   Line2D([], [], color="#d73027", lw=2.0, label=f"top-{len(truth_h)}, not in the circuit"),
-                   Line2D([], [], color="#222222", lw=1.3, ls=(0, (4, 3)), label="in the circuit, missed"),
-                   Line2D([], [], color="#cccccc", lw=0.8, label="other edge")]
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False)
-    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
-    ax.set_ylim(-0.7, 2 * graph.n_layers + 1.7)
-    ax.axis("off")
+            kind = "other"
+        edges.append((0 if kind == "other" else 1, name, kind))
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" class="circuit"><title>{escape(title or "circuit")}</title>'
+            "<defs>")]
+    for kind, (colour, _lw, _dash) in kinds.items():
+        out.append(f'<marker id="a-{kind}" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="6" markerHeight="6" '
+                   f'orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z" fill="{colour}"/></marker>')
+    out.append("</defs>")
     if title:
-        ax.set_title(title, fontsize=9)
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return buf.getvalue()
+        out.append(f'<text x="{width / 2:.0f}" y="15" text-anchor="middle" font-size="12">{escape(title)}</text>')
+    for _z, name, kind in sorted(edges):
+        colour, lw, dash = kinds[kind]
+        src, dst = name.split("->")
+        (ax, ay), (bx, by) = px(src), px(dst)
+        dx, dy = bx - ax, by - ay
+        dist = math.hypot(dx, dy) or 1.0
+        ux, uy = dx / dist, dy / dist
+        sx0, sy0, ex, ey = ax + ux * r, ay + uy * r, bx - ux * (r + 1), by - uy * (r + 1)
+        span = abs(pos[dst][1] - pos[src][1])
+        if abs(dx) < 0.2 * sx and span > 1:  # a long edge within a column: an arc past the nodes between
+            bend = (0.25 + 0.04 * min(span, 6)) * dist
+            cx, cy = (sx0 + ex) / 2 + uy * bend, (sy0 + ey) / 2 - ux * bend
+            path = f"M{sx0:.1f},{sy0:.1f} Q{cx:.1f},{cy:.1f} {ex:.1f},{ey:.1f}"
+        else:
+            path = f"M{sx0:.1f},{sy0:.1f} L{ex:.1f},{ey:.1f}"
+        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="{lw}"'
+                   + (f' stroke-dasharray="{dash}"' if dash else "")
+                   + f' marker-end="url(#a-{kind})" class="edge {kind}" data-edge="{escape(name, quote=True)}"/>')
+    in_circuit = {n for e in truth_h for n in e.split("->")}
+    for name in pos:
+        node = graph.node(name)
+        x, y = px(name)
+        face = "#fee08b" if node.kind == "head" else "#abd9e9" if node.kind == "mlp" else "#e0e0e0"
+        stroke, lw = ("#222222", 1.6) if name in in_circuit else ("#aaaaaa", 0.8)
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{face}" stroke="{stroke}" stroke-width="{lw}"/>'
+                   f'<text x="{x:.1f}" y="{y + 3:.1f}" text-anchor="middle" font-size="8.5">{escape(name)}</text>')
+    k = len(truth_h)
+    legend = ([("truth", "ground-truth edge"), ("other", "other edge")] if top is None else
+              [("hit", f"top-{k} and in the circuit"), ("false", f"top-{k}, not in the circuit"),
+               ("missed", "in the circuit, missed"), ("other", "other edge")])
+    ly = height - legend_h + 8
+    for i, (kind, text) in enumerate(legend):
+        colour, lw, dash = kinds[kind]
+        lx = 12 + (i % 2) * (width / 2)
+        yy = ly + (i // 2) * 17
+        out.append(f'<line x1="{lx:.0f}" y1="{yy}" x2="{lx + 26:.0f}" y2="{yy}" stroke="{colour}" stroke-width="{lw}"'
+                   + (f' stroke-dasharray="{dash}"' if dash else "") + "/>"
+                   f'<text x="{lx + 32:.0f}" y="{yy + 3}" font-size="10">{escape(text)}</text>')
+    out.append("</svg>\n")
+    return "".join(out).encode()

@@ -9,9 +9,10 @@ which names no case, so ``--case`` says which.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from cbench.errors import SchemaError, UsageError
 
@@ -26,6 +27,12 @@ class Submission:
     index: Path  # the rebuilt leaderboard
 
 
+def method_name(name: str) -> str:
+    """A method name the edge-scores schema accepts (lower case, digits, ``_.-``) for an entry's name."""
+    out = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-_.")[:64]
+    return out if out else "submission"
+
+
 def from_mib(doc: dict, case: str, name: str, config: dict, model_kind: str) -> dict:
     """A cbench edge-scores document from MIB's graph JSON (nodes as ``{name: bool}`` or
     ``{name: {"in_graph": bool}}``)."""
@@ -38,16 +45,23 @@ def from_mib(doc: dict, case: str, name: str, config: dict, model_kind: str) -> 
     if "d_model" not in cfg and config.get("d_model") is not None:
         cfg["d_model"] = config["d_model"]
     return {"schema": "cbench/edge-scores/v1", "case": str(case), "model": {"repo": None, "revision": None, "kind": model_kind},
-            "method": {"name": name, "hyperparameters": {}}, "data": {"split": "unknown", "n_examples": 1},
+            "method": {"name": method_name(name), "hyperparameters": {}}, "data": {"split": "unknown", "n_examples": 1},
             "runtime_s": None, "cbench_version": __version__, "cfg": cfg, "nodes": nodes, "edges": doc.get("edges")}
 
 
 def submit(file: str | Path, report_dir: str | Path, case: str | None = None, name: str | None = None,
            results_dir: str | Path | None = None, echo: Callable[[str], None] = print) -> Submission:
-    from cbench.report.site import _load_case, _no_signal, build_report, read_bench, score_doc, slug
+    from cbench.report.site import (
+        _load_case,
+        _no_signal,
+        build_report,
+        read_bench,
+        score_doc,
+        slug,
+    )
+    from cbench.schemas import check, read_json
     from cbench.scoring.ground_truth import check_edge_scores
     from cbench.scoring.report import write_bytes_atomic
-    from cbench.schemas import check, read_json
 
     out = Path(report_dir)
     site_file = out / "site.json"
@@ -88,6 +102,7 @@ def submit(file: str | Path, report_dir: str | Path, case: str | None = None, na
         raise UsageError(f"--name {name!r} is a method of the bench; choose another name for the submission")
     if fmt == "MIB graph JSON":
         doc = from_mib(doc, case, name, info.artifact.config, info.artifact.model_kind)
+    doc = dict(doc, entry_name=name)  # the name as given (its directory holds only its slug)
     check(doc, "edge-scores", source=str(file))
     check_edge_scores(doc, info.artifact.graph, case=case, source=str(file))
     r = score_doc(info, doc, _no_signal(bench, case))

@@ -29,6 +29,7 @@ and falls back to the Tracr model ``tracr-case-<id>``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -157,6 +158,17 @@ def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -
     return {}
 
 
+@functools.lru_cache(maxsize=2)
+def random_draws(n_edges: int, seed: int, n_seeds: int) -> np.ndarray:
+    """``[n_seeds, n_edges]``: the random baseline's scores for seeds ``seed``, ``seed + 1``, ...
+    (read-only; kept for the next call, which is the same case's ROC curve or AUROCs)."""
+    from cbench.discovery.random_scores import draw
+
+    out = np.stack([draw(n_edges, seed + k) for k in range(n_seeds)])
+    out.flags.writeable = False
+    return out
+
+
 def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
                   include_no_signal: bool = False) -> np.ndarray:
     """``[n_seeds, 2]``: the random baseline's (q/k/v, promoted) edge AUROC for seeds ``seed``,
@@ -164,12 +176,11 @@ def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signa
     Their mean is the bench's random row, at chance when the scoring is fair. Ranked as
     :func:`~cbench.scoring.ground_truth.score_against_truth` ranks (|score|, max over q/k/v when
     promoted, the same labels), all draws at once."""
-    from cbench.discovery.random_scores import draw
     from cbench.scoring.ground_truth import edge_labels, head_level_scores
     from cbench.scoring.statistics import auroc_rows
 
     lab = edge_labels(graph, truth, no_signal=no_signal, include_no_signal=include_no_signal)
-    scores = np.stack([draw(graph.n_edges, seed + k) for k in range(n_seeds)])
+    scores = random_draws(graph.n_edges, seed, n_seeds)
     vals, heads = np.abs(scores), head_level_scores(graph, scores)
     promoted = auroc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
     qkv = auroc_rows(vals[:, lab.edge_keep], lab.edge_labels[lab.edge_keep]) if lab.qkv else promoted
@@ -185,6 +196,23 @@ def _mib_auroc(graph, doc, truth, method: str) -> float | None:
     else:
         v = mib_auroc(graph, edge_score_vector(graph, doc), truth).auroc
     return None if math.isnan(v) else float(v)
+
+
+def random_mean_roc(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
+                    include_no_signal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The random baseline's ROC curve as the bench reports it: the vertical average of the
+    curves of the same draws whose mean AUROC is the bench's random row
+    (:func:`random_aurocs`; q/k/v granularity, promoted when the truth names heads only), so
+    the curve's area is that row's number, not one draw's."""
+    from cbench.scoring.ground_truth import edge_labels, head_level_scores
+    from cbench.scoring.statistics import mean_roc_rows
+
+    lab = edge_labels(graph, truth, no_signal=no_signal, include_no_signal=include_no_signal)
+    scores = random_draws(graph.n_edges, seed, n_seeds)
+    if lab.qkv:
+        return mean_roc_rows(np.abs(scores)[:, lab.edge_keep], lab.edge_labels[lab.edge_keep])
+    heads = head_level_scores(graph, scores)
+    return mean_roc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
 
 
 def model_sha256(artifact) -> str | None:
@@ -339,12 +367,16 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
               protocol: str | None = None,
               seed: int = 0, echo: Callable[[str], None] = print, executor=None,
-              include_no_signal: bool = False) -> dict:
+              include_no_signal: bool = False, progress: str = "off", faithfulness: bool = True) -> dict:
     """Run and score every (case, method). ``executor`` (:mod:`cbench.scoring.executor`) runs the discovery
     tasks that are not finished yet, each result written as it arrives, before the loop below
-    scores them; None: the loop runs each task itself (the serial default)."""
+    scores them; None: the loop runs each task itself (the serial default). ``progress``: how
+    the finished (case, method) lines are shown (:mod:`cbench.scoring.progress`: ``auto`` k of N
+    and an ETA on standard error; ``off``: each line to ``echo``). ``faithfulness``: CPR and CMD
+    of every (case, method) (MIB's faithfulness integrals, ``results.faithfulness``)."""
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
+    from cbench.scoring.progress import Progress
     from cbench.scoring.stress_tier import class_aurocs, is_stress
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results
@@ -358,10 +390,12 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     except OSError as e:
         raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol)
+    prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
     stress_meta: dict = {}
-    faith: dict = {}  # stress tier: CPR and CMD per case and method
+    faith: dict = {}  # CPR and CMD per case and method
+    random_roc: dict = {}  # the random row's mean ROC: its true positive rate at each false positive step
     promoted: dict[str, dict[str, float | None]] = {}
     auroc_mib: dict[str, dict[str, float | None]] = {}  # MIB's greedy-pruned AUROC (scoring/mib_protocol.py)
     signal: dict[str, dict] = {}
@@ -377,12 +411,14 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         except CbenchError as exc:
             echo(f"case {case_arg}: skipped ({exc})")
             failures.setdefault(case_arg, {})["*"] = str(exc)
+            prog.advance(len(method_list))
             continue
         models[label] = str(artifact.path)
         kinds[label] = artifact.model_kind
         if not artifact.circuit:
             echo(f"case {label}: skipped (no ground-truth circuit)")
             failures.setdefault(label, {})["*"] = "no ground-truth circuit"
+            prog.advance(len(method_list))
             continue
         graph = artifact.graph
         truth = circuit_edge_names(graph, artifact.circuit)
@@ -406,12 +442,14 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         signal[label] = {"edges": marks, "from": origin}
 
         for method in method_list:
+            prog.start(f"case {label}, {method}")  # a unit left by `continue` is finished by the next start
             path = out / "scores" / label / f"{method}.json"
             try:
                 doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed,
                                      model_sha256(artifact), protocol)
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
+            ran = doc is None
             if doc is None and (label, method) in remote_failures:  # failed on a worker just now
                 failures.setdefault(label, {})[method] = remote_failures[(label, method)]
                 continue
@@ -430,8 +468,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             auroc.setdefault(label, {})[method] = res.edge_auroc
             if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
                 per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
-                faith[label] = dict(faith.get(label, {}), **{method: _faithfulness(*case_data(), graph, doc, protocol)})
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
+            if faithfulness:  # CPR and CMD, every case (the report's columns; the stress tier's tables)
+                faith.setdefault(label, {})[method] = _faithfulness(*case_data(), graph, doc, protocol)
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
             if method == "random":  # the row at chance: the mean over many draws, not one draw
@@ -440,11 +479,18 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                     include_no_signal=include_no_signal).mean(0))
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
-            rocs.setdefault(label, {})[method] = (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc)
+            # the panel's number is the table's; the random row's curve is the mean of its draws' curves
+            fpr, tpr = (random_mean_roc(graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)),
+                                        no_signal=marks, include_no_signal=include_no_signal)
+                        if method == "random" else (res.edge_roc.fpr, res.edge_roc.tpr))
+            rocs.setdefault(label, {})[method] = (fpr, tpr, auroc[label][method])
+            if method == "random":  # kept, so that the report draws the same curve without redrawing
+                random_roc[label] = [round(float(v), 6) for v in tpr[1:-1:2]]
             mib_v = auroc_mib[label][method]
-            echo(f"case {label}, {method}: edge AUROC {auroc[label][method]:.4f} "
+            prog.done(f"case {label}, {method}: edge AUROC {auroc[label][method]:.4f} "
                  f"(promoted {promoted[label][method]:.4f}; MIB greedy-pruned "
-                 f"{'–' if mib_v is None else format(mib_v, '.4f')})")
+                 f"{'–' if mib_v is None else format(mib_v, '.4f')})", worked=ran)
+    prog.close()
     order = sorted(auroc, key=_case_key)
     auroc = {c: auroc[c] for c in order}
     promoted = {c: promoted[c] for c in order}
@@ -465,7 +511,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     table += "\n" + side_by_side_markdown(both, method_list)
     if discrimination:
         table += "\n" + discrimination_markdown(discrimination)
-    stress = _stress_block(auroc, per_class, stress_meta, method_list, faith)
+    stress = _stress_block(auroc, per_class, stress_meta, method_list,
+                           {c: faith[c] for c in stress_meta if c in faith})
     if stress:
         from cbench.scoring.stress_tier import markdown as stress_markdown
 
@@ -487,6 +534,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                                      **({"stress": stress} if stress else {}),
                                      "published": {c: {"source": PUBLISHED[c][0], "edge_auroc": PUBLISHED[c][1]}
                                                    for c in auroc if c in PUBLISHED},
+                                     "faithfulness": {c: faith[c] for c in sorted(faith, key=_case_key)},
+                                     "random_roc": {c: random_roc[c] for c in sorted(random_roc, key=_case_key)},
                                      "failures": failures, "plots": plots, "wall_time_s": wall},
                            {"methods": method_list, "cases": case_list, "models": models, "n_examples": n_examples,
                             "sampled": sampled, "seed": seed, "include_no_signal": include_no_signal,

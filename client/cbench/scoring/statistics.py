@@ -119,6 +119,39 @@ def auroc_rows(scores, labels) -> np.ndarray:
     return (ranks[:, y].sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
 
+
+def mean_roc_rows(scores, labels, chunk: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """The vertical average of the ROC curves of many score rows ``[n, k]`` over one boolean
+    ``labels`` [k]: at each false positive rate j / n_neg, the mean over rows of the true positive
+    rate there (the share of positives ranked above a row's j-th negative). Returned as the
+    staircase ``(fpr, tpr)``, whose area is the mean of the rows' AUROCs (exactly, for rows
+    without ties, as continuous random draws have): the random baseline's curve, drawn from the
+    same draws as its mean AUROC."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    if s.ndim != 2 or s.shape[1] != y.size:
+        raise UsageError(f"scores must be [n, {y.size}], got {list(s.shape)}")
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise UsageError("a ROC curve needs at least one positive and one negative label")
+    total = np.zeros(n_neg)
+    for i in range(0, s.shape[0], chunk):
+        ranked = y[np.argsort(-s[i:i + chunk], axis=1, kind="stable")]  # labels in each row's order
+        above = np.cumsum(ranked, axis=1)
+        total += above[~ranked].reshape(-1, n_neg).sum(axis=0)  # positives above each negative
+    return roc_staircase(total / (s.shape[0] * n_pos))
+
+
+def roc_staircase(tpr_at) -> tuple[np.ndarray, np.ndarray]:
+    """``(fpr, tpr)`` of the ROC staircase whose true positive rate is ``tpr_at[j]`` between false
+    positive rates j / n and (j + 1) / n (n = len(tpr_at)): its area is the mean of ``tpr_at``."""
+    tpr_at = np.asarray(tpr_at, dtype=np.float64)
+    steps = np.arange(tpr_at.size + 1) / tpr_at.size
+    fpr = np.concatenate([[0.0], np.repeat(steps, 2)[1:-1], [1.0]])
+    tpr = np.concatenate([[0.0], np.repeat(tpr_at, 2), [1.0]])
+    return fpr, tpr
+
+
 # ----------------------------------------------------------------------------- precision / recall
 @dataclass(frozen=True)
 class PrecisionRecall:
