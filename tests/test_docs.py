@@ -220,20 +220,31 @@ def cbench_invocations(line: str) -> list[list[str]]:
     return out
 
 
-def _doc_commands() -> list[tuple[str, list[str]]]:
+def declared_methods(text: str) -> set[str]:
+    """Discovery methods a page defines itself (``cbench.register_method("name", ...)`` or a
+    ``cbench.methods`` entry point ``name = "module:function"``): its commands may name them."""
+    names = set(re.findall(r"register_method\(\s*[\"']([^\"']+)[\"']", text))
+    names |= set(re.findall(r"^([\w.-]+)\s*=\s*\"[\w.]+:[\w.]+\"\s*$", text, re.MULTILINE))
+    return names
+
+
+def _doc_commands() -> list[tuple[str, list[str], set[str]]]:
     found = []
     for page in _pages():
-        for lang, start, body in _blocks(page.read_text(encoding="utf-8")):
+        text = page.read_text(encoding="utf-8")
+        own = declared_methods(text)
+        for lang, start, body in _blocks(text):
             if lang not in ("bash", "sh", "shell", "console"):
                 continue
             for line in _command_lines(lang, body):
                 for args in cbench_invocations(line):
-                    found.append((f"{_rel(page)}:{start}: cbench {' '.join(args)}", args))
+                    found.append((f"{_rel(page)}:{start}: cbench {' '.join(args)}", args, own))
     return found
 
 
-def check_invocation(args: list[str]) -> list[str]:
-    """Problems with ``cbench ARGS`` against the command tree (empty when it parses)."""
+def check_invocation(args: list[str], own_methods: set[str] = frozenset()) -> list[str]:
+    """Problems with ``cbench ARGS`` against the command tree (empty when it parses); choices of
+    ``--method`` may also be ``own_methods``, methods the page itself registers."""
     from cbench.cli import cli
 
     cmd, path, rest = cli, [], list(args)
@@ -270,8 +281,11 @@ def check_invocation(args: list[str]) -> list[str]:
                 continue
             value = rest[i]
             i += 1
-        if isinstance(opt.type, click.Choice) and not value.isupper() and value not in opt.type.choices:
-            problems.append(f"{name} {value!r} is not one of {list(opt.type.choices)}")
+        if not isinstance(opt.type, click.Choice) or value.isupper():  # an upper-case placeholder
+            continue
+        allowed = [*opt.type.choices, *(own_methods if "--method" in opt.opts else ())]
+        if value not in allowed:
+            problems.append(f"{name} {value!r} is not one of {list(allowed)}")
     result = CliRunner().invoke(cli, [*path, "--help", *rest])
     if result.exit_code != 0:
         problems.append(f"`--help` exits {result.exit_code}: {(result.output or '').strip()[-300:]}")
@@ -279,15 +293,15 @@ def check_invocation(args: list[str]) -> list[str]:
 
 
 def test_docs_contain_commands():
-    labels = [label for label, _ in _doc_commands()]
+    labels = [label for label, _, _ in _doc_commands()]
     assert len(labels) >= 40, labels
     assert any(label.startswith("README.md:") for label in labels)
 
 
 def test_every_documented_command_parses():
     bad = []
-    for label, args in _doc_commands():
-        bad += [f"{label}\n    {p}" for p in check_invocation(args)]
+    for label, args, own in _doc_commands():
+        bad += [f"{label}\n    {p}" for p in check_invocation(args, own)]
     assert not bad, "commands in README/docs that do not parse:\n" + "\n".join(bad)
 
 
@@ -302,6 +316,9 @@ def test_command_check_catches_mistakes():
     unknown = check_invocation(["discover", "case-3", "--methd", "eap"])
     assert unknown[0] == "cbench discover: no option --methd" and "exits 2" in unknown[1]
     assert check_invocation(["discover", "case-3", "--method", "nope"])[0].startswith("--method 'nope' is not one of")
+    page = 'cbench.register_method("mine", f)\n```toml\ntheirs = "pkg.mod:fn"\n```\n'
+    assert declared_methods(page) == {"mine", "theirs"}
+    assert check_invocation(["discover", "case-3", "--method", "mine"], declared_methods(page)) == []
     assert check_invocation(["pul", "case-3"]) == ["no command 'cbench pul'"]
     assert check_invocation(["hub", "serv"]) == ["no command 'cbench hub serv'"]
 
