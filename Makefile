@@ -4,9 +4,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow test-all test-browser bench clean
+VENV_TL4  := .venv-tl4
+TL4_STAMP := $(VENV_TL4)/.installed
+
+.PHONY: setup setup-tl4 demo test test-slow test-all test-browser bench clean
 
 setup: $(STAMP)
+
+setup-tl4: $(TL4_STAMP)
 
 # torch==2.13.0 is installed first and on its own: that CPU build lies on this
 # machine's disk, and pinning it before the rest keeps pip from pulling a CUDA build.
@@ -27,16 +32,29 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[build,hub,test,ray]'
 	touch $(STAMP)
 
+# TransformerLens 4.3 beside the 3.9 that cbench uses, for tests/test_transformer_lens4.py: a second
+# venv that sees the main venv's packages through one .pth line (torch 2.13.0 CPU, transformers and
+# every other dependency of transformer-lens 4.3 are already there, at the versions pip would pick)
+# and installs transformer-lens 4.3 itself on top without dependencies: no second torch is ever
+# downloaded, so pip cannot pull a CUDA build. About 10 s of CPU (docs/loading.md).
+$(TL4_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(VENV_TL4)
+	$(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	  > "$$($(VENV_TL4)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/cbench-main-venv.pth"
+	$(VENV_TL4)/bin/python -m pip install --quiet --no-deps 'transformer-lens==4.3.*' psutil
+	$(VENV_TL4)/bin/python -c 'from transformer_lens.model_bridge import TransformerBridge'
+	touch $(TL4_STAMP)
+
 demo: setup
 	$(VENV)/bin/cbench demo
 
-test: setup
+test: setup $(TL4_STAMP)
 	$(PY) -m pytest
 
-test-slow: setup
+test-slow: setup $(TL4_STAMP)
 	$(PY) -m pytest -m slow
 
-test-all: setup
+test-all: setup $(TL4_STAMP)
 	$(PY) -m pytest -m ''
 
 # issue 21: the HTML report opened by headless Chromium (Debian's chromium + chromium-driver,
@@ -54,4 +72,4 @@ bench: setup
 	$(PY) benchmarks/bench_siit.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV_TL4) build *.egg-info .pytest_cache .hypothesis

@@ -202,4 +202,5 @@ def _model_defaults(template: str, context: dict) -> dict:
     n = max(1, min(int(meta.get("min_seq_len") or 3), 3, len(words)))
     ctx.setdefault("example_input", " ".join(words[:n]))
     ctx.setdefault("bos_token", token_string(meta.get("bos_token", "BOS")))
+    ctx.setdefault("pad_token", None if meta.get("pad_token") is None else token_string(meta["pad_token"]))
     return ctx

@@ -73,7 +73,8 @@ META_FILE = "meta.json"
 CIRCUIT_FILE = "circuit.json"
 CORRESPONDENCE_FILE = "correspondence.json"
 README_FILE = "README.md"
-RESERVED_NAMES = frozenset({CONFIG_FILE, WEIGHTS_FILE, META_FILE, CIRCUIT_FILE, CORRESPONDENCE_FILE, README_FILE})
+RESERVED_NAMES = frozenset({CONFIG_FILE, WEIGHTS_FILE, META_FILE, CIRCUIT_FILE, CORRESPONDENCE_FILE, README_FILE,
+                            "bridge"})
 
 __all__ = [
     "MODEL_FORMAT",
@@ -434,6 +435,7 @@ def write_model_artifact(
     *,
     overwrite: bool = False,
     tokenizer: bool = True,
+    native_bridge: bool = True,
 ) -> ModelArtifact:
     """Write ``model`` (a HookedTransformer) as an artifact directory at ``path``.
 
@@ -443,8 +445,12 @@ def write_model_artifact(
     ``"tracr"``) to a directory (an artifact, verified before it is copied) or a file to copy in.
     Every JSON document is validated before anything is written, and the finished directory is
     verified by reading it back before it replaces anything. With ``tokenizer`` (the default)
-    the model's ``tokenizer.json`` is written too (:mod:`cbench.artifacts.tokenizer`). Returns the verified
-    artifact.
+    the model's ``tokenizer.json`` is written too (:mod:`cbench.artifacts.tokenizer`); with ``native_bridge``
+    (the default) the TransformerLens 4 files ``bridge/config.json`` and ``bridge/model.safetensors``
+    (:mod:`cbench.artifacts.native_bridge`; left out for a model that form cannot compute).
+    ``config.json`` says ``default_prepend_bos: true`` whenever ``meta`` names a ``bos_token``, and
+    leaves ``dtype`` out when it is float32, so ``HookedTransformerConfig(**config)`` takes the file as it is.
+    Returns the verified artifact.
     """
     from cbench.artifacts.transformer_lens_adapter import (
         config_to_json,
@@ -466,6 +472,10 @@ def write_model_artifact(
     where = str(target)
     config = config_to_json(model.cfg)
     meta_doc = _prepare_meta(meta)
+    if meta_doc.get("bos_token") is not None:  # inputs start with BOS: TransformerLens must prepend it
+        config["default_prepend_bos"] = True
+    if config.get("dtype") == "float32":  # TransformerLens's default; HookedTransformerConfig(**config) refuses a string
+        del config["dtype"]
     _check_doc(meta_doc, "model-meta", "meta")
     check_output_convention(config, meta_doc, where)
     circuit_doc = corr_doc = None
@@ -479,11 +489,15 @@ def write_model_artifact(
         _check_correspondence(corr_doc, config, meta_doc, where)
     if readme is not None and not isinstance(readme, str):
         raise ArtifactError(f"readme must be a string (got {type(readme).__name__})")
+    state = model_state_dict(model)
     weights = _safetensors_bytes(
-        model_state_dict(model),
+        state,
         {"format": "pt", "cbench_format": MODEL_FORMAT, "case": str(meta_doc["case"]),
          "model_kind": str(meta_doc["model_kind"])},
     )
+    from cbench.artifacts.native_bridge import bridge_files
+
+    bridge = bridge_files(config, state) if native_bridge else {}
 
     # ---- write beside the target, verify, rename into place
     parent = target.parent
@@ -508,6 +522,9 @@ def write_model_artifact(
             from cbench.artifacts.tokenizer import write_tokenizer
 
             write_tokenizer(tmp, meta_doc)
+        for rel, data in sorted(bridge.items()):
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / rel).write_bytes(data)
         for name, src in sorted(subartifacts.items()):
             _copy_subartifact(Path(src), tmp / name, name)
         meta_doc["files"] = {rel: sha256_file(tmp / rel) for rel in artifact_files(tmp) if rel != META_FILE}
