@@ -117,3 +117,64 @@ def test_dash_is_refused_where_standard_output_makes_no_sense(toy, capsys, monke
     code, out, err = _run(capsys, ["score", *_args(toy, COMMANDS["score"][0]), "--plot", "-"])
     assert code == 2 and "--plot" in err and "standard output" in err
     assert not os.path.exists(toy / "-")
+
+
+# ----------------------------------------------------------------------------- every command
+#: commands whose answer is not one result, with the reason
+NO_JSON = {
+    "hub serve": "a server: it runs until stopped",
+    "export": "its output is another tool's JSON: --out - prints it",
+    "find baseline": "prints JSON Lines (the submission) on standard output already",
+}
+
+
+def _commands():
+    """(name, click command) of every command and subcommand of the client (the builders'
+    `cbench build` comes from another package and is left out)."""
+    import click
+    from cbench.cli import cli
+
+    ctx = click.Context(cli, info_name="cbench")
+
+    def walk(group, prefix):
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            if prefix == "" and name == "build":
+                continue
+            if isinstance(cmd, click.Group):
+                yield from walk(cmd, f"{prefix}{name} ")
+            else:
+                yield f"{prefix}{name}", cmd
+
+    return list(walk(cli, ""))
+
+
+def test_every_command_that_prints_a_result_takes_json():
+    commands = dict(_commands())
+    assert {"demo", "submit", "report", "publish", "pull", "verify", "validate", "find list"} <= set(commands)
+    lacking = sorted(name for name, cmd in commands.items()
+                     if name not in NO_JSON and not any("--json" in p.opts for p in cmd.params))
+    assert lacking == []
+    assert set(NO_JSON) <= set(commands)  # the exceptions are still commands
+
+
+def test_bare_cbench_prints_the_help_and_exits_0(capsys):
+    code, out, err = _run(capsys, [])
+    assert code == 0 and out.startswith("Usage: cbench") and "Commands:" in out and err == ""
+
+
+def test_report_and_submit_json(toy, capsys, tmp_path):
+    import _report_toy as R
+
+    code, out, err = _run(capsys, R.bench_args(str(toy / "toy"), tmp_path / "bench", methods="random"))
+    assert code == 0, err
+    code, out, err = _run(capsys, ["report", str(tmp_path / "bench"), "--html", str(tmp_path / "site"), "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["index"] == str((tmp_path / "site" / "index.html").resolve()) and os.path.isfile(doc["index"])
+    code, out, err = _run(capsys, ["submit", str(toy / "scores.json"), "--report", str(tmp_path / "site"),
+                                   "--name", "mine", "--json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["name"], doc["case"], doc["edge_auroc"]) == ("mine", "toy3", 1.0) and os.path.isfile(doc["kept"])
+    assert "mine" in (tmp_path / "site" / "index.html").read_text()

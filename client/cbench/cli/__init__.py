@@ -113,6 +113,10 @@ def main(argv=None) -> int:
     if any("\0" in str(a) for a in args):  # no file name or value can hold one; Python would raise
         click.echo("error: an argument contains a NUL byte", err=True)
         sys.exit(2)
+    if not args:  # bare `cbench`: the help, as an answer (exit 0), not as a usage error
+        with click.Context(cli, info_name="cbench") as ctx:
+            click.echo(cli.get_help(ctx))
+        return 0
     from cbench.runtime.allocator import tune
 
     tune()  # glibc: reuse freed tensor memory instead of faulting it in again (cbench.runtime.allocator)

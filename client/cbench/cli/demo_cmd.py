@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from cbench.cli.options import check_not_empty, check_out_dir
+from cbench.cli.output import Output, json_option
 
 DEMO_OUT = "results/demo"
 DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
@@ -29,19 +30,22 @@ DEMO_CASES = "3,4,8,11,13,18,19,20,21,26,29,33,34,35,36,37"
               callback=lambda ctx, param, value: value if value == DEMO_OUT else check_out_dir(ctx, param, value),
               help="results directory (its parent must exist, except for the default's)")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
-def demo(cases, methods, out_dir, n_examples):
+@json_option
+def demo(cases, methods, out_dir, n_examples, as_json):
     """Pull the demo cases from the embedded hub, run the benchmark on them, print the table."""
     from cbench.hub.pull import pull
     from cbench.report import build_report
     from cbench.scoring.bench import run_bench
     from cbench.scoring.progress import Progress
 
+    o = Output(as_json)  # --json: the lines below go to standard error, the bench's results.json to standard output
+    echo = o.echo
     t0 = time.perf_counter()
     if out_dir == DEMO_OUT:
         Path(out_dir).parent.mkdir(exist_ok=True)
     ids = [c.strip() for c in cases.split(",") if c.strip()]
-    click.echo(f"== pulling the counterfactual pairs and {len(ids)} cases from the embedded hub")
-    with Progress(len(ids) + 1, "pull", mode="auto", echo=click.echo) as prog:
+    echo(f"== pulling the counterfactual pairs and {len(ids)} cases from the embedded hub")
+    with Progress(len(ids) + 1, "pull", mode="auto", echo=echo) as prog:
         prog.start("cbench/counterfactuals")
         snap = pull("counterfactuals", repo_type="dataset")
         prog.done(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
@@ -50,15 +54,17 @@ def demo(cases, methods, out_dir, n_examples):
             snap = pull(f"case-{case}")
             prog.done(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
     shown = f" --methods {methods}" if methods else ""
-    click.echo(f"== cbench bench --cases {cases}{shown} --out {out_dir}")
+    echo(f"== cbench bench --cases {cases}{shown} --out {out_dir}")
     t_bench = time.perf_counter()
-    run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=click.echo,
-              progress="auto")  # the table is printed once, by the bench
+    doc = run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=echo,
+                    progress="auto")  # the table is printed once, by the bench
     html_dir = Path(out_dir) / "html"
-    click.echo(f"== cbench report {out_dir} --html {html_dir}")
+    echo(f"== cbench report {out_dir} --html {html_dir}")
     t_report = time.perf_counter()
-    index = build_report(out_dir, html_dir, echo=click.echo, progress="auto")
+    index = build_report(out_dir, html_dir, echo=echo, progress="auto")
     t_end = time.perf_counter()
-    click.echo(f"== demo finished in {t_end - t0:.0f} s (pulls {t_bench - t0:.0f} s, bench {t_report - t_bench:.0f} s, "
+    echo(f"== demo finished in {t_end - t0:.0f} s (pulls {t_bench - t0:.0f} s, bench {t_report - t_bench:.0f} s, "
                f"report {t_end - t_report:.0f} s); results in {out_dir}/")
-    click.echo(f"HTML report: {index.resolve()}")
+    echo(f"HTML report: {index.resolve()}")
+    if as_json:
+        o.emit(dict(doc, demo={"results": str(Path(out_dir).resolve()), "html": str(index.resolve())}))

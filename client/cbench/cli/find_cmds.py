@@ -39,11 +39,15 @@ def find():
 
 @find.command("list")
 @click.option("--config", type=click.Choice(["numeric", "strings"]), default=None)
+@click.option("--json", "as_json", is_flag=True, help="print a JSON list of {id, config}")
 @_SUITE
 @_REVISION
-def list_cmd(config, suite_dir, revision):
+def list_cmd(config, suite_dir, revision, as_json):
     """List function ids (one per line, with their config)."""
     suite = _load(suite_dir, revision)
+    if as_json:
+        click.echo(json.dumps([{"id": fid, "config": suite.functions[fid].config} for fid in suite.ids(config)]))
+        return
     for fid in suite.ids(config):
         click.echo(f"{fid}\t{suite.functions[fid].config}")
 

@@ -64,11 +64,16 @@ def _card_summary(readme: str | None) -> str | None:
 @click.option("--date", default=None, metavar="ISO8601",
               help="release date of the commit and tag, e.g. 2026-11-22T01:48:37Z (default: a fixed date "
                    "derived from the version, so republishing gives the same sha)")
-def publish(directory, repo_id, repo_type, version, hub, token, date):
+@click.option("--json", "as_json", is_flag=True, help="print a JSON object")
+def publish(directory, repo_id, repo_type, version, hub, token, date, as_json):
     """Validate DIRECTORY and publish it as VERSION of a hub repository (commit + annotated tag)."""
     from cbench.hub.publishing import publish as do_publish
 
     result = do_publish(directory, repo_id, repo_type, version, hub=hub, token=token, date=date)
+    if as_json:
+        _echo_json({"repo": result.repo_id, "type": result.repo_type, "version": result.version,
+                    "commit": result.commit, "hub": result.target})
+        return
     click.echo(result.describe())
 
 
@@ -377,7 +382,8 @@ def _doc_facts(read) -> dict:
 @click.option("--case", "case_id", required=True, help="the case id, e.g. 3 or 33")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="where to write the cbench artifact (default: ./case-<ID>-interpbench)")
-def import_interpbench(directory, case_id, out_dir):
+@click.option("--json", "as_json", is_flag=True, help="print a JSON object")
+def import_interpbench(directory, case_id, out_dir, as_json):
     """Convert an original InterpBench case folder (ll_model.pth, ll_model_cfg.pkl, meta.json,
     edges.pkl) into a validated cbench artifact. Pickles are read through a restricted unpickler."""
     from cbench.artifacts.interpbench_import import import_interpbench as do_import
@@ -386,6 +392,9 @@ def import_interpbench(directory, case_id, out_dir):
         out_dir = Path(f"case-{case_id}-interpbench")
     art = do_import(directory, case_id, out_dir)
     n_edges = len((art.circuit or {}).get("edges", []))
+    if as_json:
+        _echo_json({"case": str(case_id), "path": str(art.path), "circuit_edges": n_edges, "validated": True})
+        return
     click.echo(f"imported InterpBench case {case_id} -> {art.path} ({n_edges} circuit edges; validated)")
 
 

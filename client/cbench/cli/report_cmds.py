@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from cbench.cli.options import check_out_dir
+from cbench.cli.output import Output, json_option
 
 
 @click.command("report")
@@ -14,12 +15,17 @@ from cbench.cli.options import check_out_dir
               help="directory of the site (index.html, cases/, methods/, img/): new, empty, or an earlier "
                    "report; its parent must exist")
 @click.option("--against", default=None, help="the method p-values and A12 compare with [default: acdc]")
-def report(results, out_dir, against):
+@json_option
+def report(results, out_dir, against, as_json):
     """Turn the results of `cbench bench --out RESULTS` (and the submissions kept in the site)
     into a static site that works from file://; prints the path of its index.html."""
     from cbench.report import build_report
 
     index = build_report(results, out_dir, against=against, echo=lambda s: click.echo(s, err=True))
+    if as_json:
+        Output(True).emit({"index": str(index.resolve()), "site": str(index.resolve().parent),
+                           "results": str(results)})
+        return
     click.echo(str(index.resolve()))
 
 
@@ -31,11 +37,20 @@ def report(results, out_dir, against):
 @click.option("--name", default=None, help="the entry's name on the leaderboard [default: the file's method]")
 @click.option("--results", "results_dir", default=None, type=click.Path(file_okay=False, exists=True),
               help="the bench results directory [default: the one the site was built from]")
-def submit(file, report_dir, case, name, results_dir):
+@json_option
+def submit(file, report_dir, case, name, results_dir, as_json):
     """Check an edge-scores file (cbench or MIB format) against its case's graph, score it and add it
     to the leaderboard as a named entry; prints the path of the rebuilt index.html."""
     from cbench.report import submit as do_submit
 
     sub = do_submit(file, report_dir, case=case, name=name, results_dir=results_dir,
                     echo=lambda s: click.echo(s, err=True))
+    if as_json:
+        import math
+
+        finite = lambda x: None if x is None or not math.isfinite(x) else x
+        Output(True).emit({"name": sub.name, "case": sub.case, "edge_auroc": finite(sub.edge_auroc),
+                           "node_auroc": finite(sub.node_auroc), "kept": str(sub.path),
+                           "index": str(sub.index.resolve())})
+        return
     click.echo(str(sub.index.resolve()))

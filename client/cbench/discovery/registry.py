@@ -117,9 +117,11 @@ def register(name: str, method, params: Mapping[str, Any] | None = None, *, doc:
 
     spec = registered_method(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench,
                              metrics=metrics)
-    if name in METHODS and (name in BUILTIN or not replace):
+    if name in BUILTIN:
+        raise UsageError(f"{name!r} is a built-in method; register yours under another name")
+    if name in METHODS and not replace:
         raise UsageError(f"method {name!r} is already registered ({getattr(METHODS[name], 'source', 'built in')})"
-                         + ("" if name in BUILTIN else "; pass replace=True to replace it"))
+                         + "; pass replace=True to replace it")
     METHODS[name] = spec
     return spec
 
