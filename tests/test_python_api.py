@@ -176,6 +176,15 @@ def test_help_shows_the_api_and_import_stays_light():
     assert out.strip() == "[]"
 
 
+def test_the_reference_documents_every_call_and_result():
+    import cbench.api
+
+    text = (ROOT / "docs" / "python-api.md").read_text()
+    missing = [name for name in cbench.api.__all__ if f"cbench.{name}(" not in text and f"`{name}`" not in text
+               and f"**`{name}`**" not in text]
+    assert missing == []
+
+
 def test_the_old_module_path_does_not_hide_the_function():
     import importlib
     import warnings
