@@ -259,9 +259,10 @@ def test_cli_pull_from_hub_dir_starts_and_stops_olah(server, hub, home):
 
 def test_list_with_an_endpoint_lists_the_servers_repositories(server, hub, home):
     """Was: `cbench list --endpoint URL` listed only the cache."""
-    env = {"CBENCH_HOME": str(home)}
-    lst = run_cli(["list", "--json", "--endpoint", server.endpoint], env=env)
-    assert lst.returncode == 0 and "listing the cache" not in lst.stderr, lst.stderr
+    from cli_inprocess import run_main
+
+    lst = run_main(["list", "--json", "--endpoint", server.endpoint])
+    assert lst.code == 0 and "listing the cache" not in lst.stderr, lst.stderr
     rows = {(r["repo"], r["type"]): r for r in json.loads(lst.stdout)}
     assert set(rows) == {("cbench/case-3", "model"), ("cbench/case-7", "model"), ("cbench/tracr-case-5", "model"),
                          ("cbench/counterfactuals", "dataset")}
@@ -269,12 +270,12 @@ def test_list_with_an_endpoint_lists_the_servers_repositories(server, hub, home)
     assert rows[("cbench/case-7", "model")]["versions"] == ["v1.0.0", "v1.0.1"]
     assert {r["source"] for r in rows.values()} == {"hub"}
     assert rows[("cbench/case-3", "model")]["task_type"] is None  # nothing cached: the server is not asked for files
-    assert run_cli(["pull", "case-3", "--endpoint", server.endpoint], env=env).returncode == 0
-    rows = {r["name"]: r for r in json.loads(run_cli(["list", "--json", "--type", "model", "--endpoint",
-                                                       server.endpoint], env=env).stdout)}
+    pull("case-3", endpoint=server.endpoint)
+    rows = {r["name"]: r for r in json.loads(run_main(["list", "--json", "--type", "model", "--endpoint",
+                                                       server.endpoint]).stdout)}
     assert rows["case-3"]["task_type"] == "categorical" and rows["case-3"]["circuit_edges"] == 4
-    table = run_cli(["list", "--endpoint", server.endpoint], env=env)
-    assert table.returncode == 0 and "tracr-case-5" in table.stdout and "counterfactuals" in table.stdout
+    table = run_main(["list", "--endpoint", server.endpoint])
+    assert table.code == 0 and "tracr-case-5" in table.stdout and "counterfactuals" in table.stdout
 
 
 def _olah_serving(hub_dir: Path) -> set[int]:

@@ -284,12 +284,15 @@ def check_pins(res: Resolved, cache: Cache, remote: Remote, accept: bool = False
     recorded another sha for it, or the zoo's index pins another. The zoo's pins hold on every hub
     (the default one, ``--hub DIR``, ``--endpoint URL``) for every repository the zoo released, so
     a fresh cache is protected too; a hub that serves other content under those names is refused
-    (publish it under another org, or point ``CBENCH_ZOO`` at the zoo it came from). Returns the
-    tags accepted as moved (``accept``)."""
+    (publish it under another org, or point ``CBENCH_ZOO`` at the zoo it came from). A tag this
+    cache already recorded at the hub's commit passes (it was checked when first seen, or accepted
+    with ``accept`` since). Returns the tags accepted as moved (``accept``)."""
     if res.tag is None:
         return ()
-    pins = [("this cache recorded", cache.pinned_tags(res.ref).get(res.tag)),
-            ("the zoo's releases/index.json pins", zoo_pins(res.ref).get(res.tag))]
+    recorded = cache.pinned_tags(res.ref).get(res.tag)
+    if recorded == res.sha:  # checked against the zoo when first seen, or accepted by the user since
+        return ()
+    pins = [("this cache recorded", recorded), ("the zoo's releases/index.json pins", zoo_pins(res.ref).get(res.tag))]
     for who, sha in pins:
         if sha and sha != res.sha:
             if accept:

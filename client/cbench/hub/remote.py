@@ -75,12 +75,25 @@ class Remote:
             return {r: self.hub.refs(r, repo_type) for r in self.names(repo_type)}
         from concurrent.futures import ThreadPoolExecutor
 
-        api = _hf_api(self.endpoint)
+        _quiet_hf()
+        from huggingface_hub.utils import (
+            build_hf_headers,
+            get_session,
+            hf_raise_for_status,
+        )
+
+        # the listing pages one by one (huggingface.co's Link: rel="next"), without the retries
+        # HfApi.list_models makes, so an unreachable server is said at once
+        url, ids = f"{self.endpoint}/api/{repo_type}s", []
         try:
-            listed = api.list_models() if repo_type == "model" else api.list_datasets()
-            ids = sorted(info.id for info in listed)
+            while url:
+                r = get_session().get(url, headers=build_hf_headers(token=_token_for(self.endpoint)), timeout=30)
+                hf_raise_for_status(r)
+                ids += [d["id"] for d in r.json() if isinstance(d, dict) and isinstance(d.get("id"), str)]
+                url = r.links.get("next", {}).get("url")
         except Exception as exc:  # noqa: BLE001 - every failure is mapped below
             raise self._error(exc, f"the {repo_type}s") from None
+        ids = sorted(set(ids))
 
         def tags(repo_id: str) -> dict[str, str]:
             both = self.refs_and_branches(RepoRef(repo_id, repo_type))
