@@ -20,14 +20,41 @@ The top level stays light (no torch import): the API's functions are imported on
 
 from __future__ import annotations
 
-from cbench.about import DEFAULT_ORG, MOVED_MODULES, MovedModuleFinder, __version__, moved_attributes  # noqa: F401
+from cbench.about import (  # noqa: F401
+    DEFAULT_ORG,
+    MOVED_MODULES,
+    MovedModuleFinder,
+    __version__,
+    moved_attributes,
+)
 
 #: the Python API, imported from :mod:`cbench.api` when first used
 _API = ("pull", "discover", "score", "evaluate", "bench", "verify", "validate", "register_method",
         "unregister_method", "methods", "PullResult", "DiscoveryResult", "ScoreResult", "EvaluationResult",
         "BenchResult", "VerifyResult", "ValidationResult")
 
-__all__ = ["__version__", "load", "load_dataset", *_API]
+__all__ = [
+    "BenchResult",
+    "DiscoveryResult",
+    "EvaluationResult",
+    "PullResult",
+    "ScoreResult",
+    "ValidationResult",
+    "VerifyResult",
+    "__version__",
+    "bench",
+    "discover",
+    "evaluate",
+    "load",
+    "load_dataset",
+    "methods",
+    "pull",
+    "register_method",
+    "score",
+    "unregister_method",
+    "validate",
+    "verify",
+]
 
 
 def load(case: str, revision: str | None = None, **kwargs):
@@ -67,8 +94,8 @@ def __dir__():
     return sorted(set(globals()) | set(_API))
 
 
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
+import sys as _sys
+import types as _types
 
 
 class _Package(_types.ModuleType):
