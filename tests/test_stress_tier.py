@@ -136,6 +136,41 @@ def test_distributed_gate_holds_and_fails_when_one_head_carries_it():
     assert not gates_of(D.dist_1(), one_carries)["distributed_each_share_alone"].passed
 
 
+def test_routing_gate_holds_and_fails_when_the_route_fires_everywhere():
+    from cbench_builders.stress.routing import route_1
+
+    g = gates_of(route_1())
+    assert g["routing_route_needed_on_the_template"].passed and g["routing_route_silent_off_the_template"].passed
+
+    def no_template(kit):  # the route's neurons no longer wait for the template: always on
+        kit.W["blocks.0.mlp.b_in"][:16] = 0.0
+    g = gates_of(route_1(), no_template)
+    assert not g["routing_route_silent_off_the_template"].passed
+
+
+def test_deep_gate_holds_and_fails_for_a_shallow_or_a_broken_chain():
+    """On a three-layer version of the deep design (with the size threshold lowered to its 24 edges):
+    the gates hold; a chain cut before the answer fails 'each chain needed'; and the size gate
+    fails at the released threshold (50 edges)."""
+    from cbench_builders.stress.deep import _chains
+
+    def small():
+        d = _chains("stress-deep-small", 3, [1, 2, 3], [1.0, 0.7, 0.45], seed=19)
+        d.gates[0]["min_edges"] = 20
+        return d
+
+    g = gates_of(small())
+    assert all(g[n].passed for n in ("deep_circuit_edges", "deep_layers_spanned", "deep_each_chain_needed"))
+    assert g["deep_circuit_edges"].value == 24 and g["deep_layers_spanned"].value == 3
+    assert g["circuit_effect_over_floor"].passed and g["complement_edge_effect"].passed
+
+    def cut_last_chain(kit):  # the lightest chain no longer reaches the answer
+        kit.W["blocks.2.attn.W_O"][2] = 0.0
+    assert not gates_of(small(), cut_last_chain)["deep_each_chain_needed"].passed
+    released_threshold = _chains("stress-deep-small", 3, [1, 2, 3], [1.0, 0.7, 0.45], seed=19)
+    assert not gates_of(released_threshold)["deep_circuit_edges"].passed
+
+
 def test_floor_gate_fails_when_an_outside_edge_does_more_than_a_circuit_edge():
     def loud_distractor(kit):
         kit.W["blocks.0.attn.W_O"][3] *= 400.0  # a floor head of or-1 now moves the answer
@@ -146,16 +181,18 @@ def test_floor_gate_fails_when_an_outside_edge_does_more_than_a_circuit_edge():
 def test_every_design_names_edges_of_its_graph_and_predicts_methods_that_exist():
     from cbench.discovery import METHODS
 
+    from cbench_builders.stress.registry import DESIGNS
+
     kinds = {}
-    for name, fn in D.DESIGNS.items():
+    for name, fn in DESIGNS.items():
         d = fn()
         graph = CircuitRuntime(d.kit.model()).graph
         assert all(graph.has_edge(e) for e in list(d.edges) + list(d.marked)), name
         assert set(d.predictions) <= set(METHODS) | {"atp-star"}, name
         assert all(p.expect in ("fail", "pass", "partial") for p in d.predictions.values())
         kinds.setdefault(d.mechanism, []).append(name)
-    assert len(kinds) >= 8 and all(len(v) >= 2 for v in kinds.values()), kinds
-    assert np.isclose(len(D.DESIGNS), 16)
+    assert len(kinds) >= 10 and all(len(v) >= 2 for v in kinds.values()), kinds
+    assert len(DESIGNS) == 20 and set(D.DESIGNS) < set(DESIGNS)
 
 
 def test_class_aurocs_score_each_class_against_the_edges_outside():

@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from cbench.errors import BuildError, UsageError
-from cbench_builders.stress.designs import DESIGNS, StressDesign
+from cbench_builders.stress.designs import StressDesign
+from cbench_builders.stress.registry import DESIGNS
 
 SEED = 20261126  # the fresh pairs the build's gates use (cbench verify draws its own)
 
@@ -98,7 +99,7 @@ def build_one(d: StressDesign, out: Path, n_pairs: int = 1000, overwrite: bool =
 @click.command("stress")
 @click.option("--out", "out_dir", default="build/stress", type=click.Path(path_type=Path), show_default=True,
               help="where the models are written, one directory each")
-@click.option("--only", default=None, help="comma-separated model names (default: all 16)")
+@click.option("--only", default=None, help="comma-separated model names (default: every stress model)")
 @click.option("--n-pairs", default=1000, show_default=True, type=click.IntRange(50, 100_000),
               help="pairs per set for the gates")
 @click.option("--overwrite", is_flag=True, help="replace models already in --out")

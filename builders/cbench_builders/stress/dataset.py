@@ -22,7 +22,7 @@ import torch
 
 from cbench.errors import UsageError
 from cbench_builders.stress.build import meta_of
-from cbench_builders.stress.designs import DESIGNS
+from cbench_builders.stress.registry import DESIGNS
 
 REPO = "cbench/stress-counterfactuals"
 SPLITS = ("train", "validation", "test")

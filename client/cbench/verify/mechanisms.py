@@ -158,14 +158,7 @@ def _and(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
     """``inputs`` maps each input's position to the edges that carry it. Ablating an input's
     edges (resample) changes the answer where the AND holds on the base but not with that
     input's token taken from the source, and changes nothing where the AND holds in neither."""
-    cond = {int(k): torch.as_tensor(list(v)) for k, v in spec["condition"].items()}
-
-    def holds(tokens):
-        ok = torch.ones(tokens.shape[0], dtype=torch.bool)
-        for pos, ids in cond.items():
-            ok &= torch.isin(tokens[:, pos], ids)
-        return ok
-
+    holds = _condition(spec)
     hb = holds(p.base)
     positions = [int(k) for k in spec["inputs"]]
     out = p.outputs([list(v) for v in spec["inputs"].values()])
@@ -208,6 +201,46 @@ def _distributed(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
             ("distributed_all_shares_together", float(together[0]), "")]
 
 
+def _condition(spec: Mapping):
+    cond = {int(k): torch.as_tensor(list(v)) for k, v in spec["condition"].items()}
+
+    def holds(tokens):
+        ok = torch.ones(tokens.shape[0], dtype=torch.bool)
+        for pos, ids in cond.items():
+            ok &= torch.isin(tokens[:, pos], ids)
+        return ok
+
+    return holds
+
+
+def _routing(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
+    """Ablating the route (resample) changes the answer on the base inputs with the template
+    (``condition``: token ids per position) where the source's routed token differs, and changes
+    nothing on inputs without the template (neither base nor source has it)."""
+    holds = _condition(spec)
+    hb, hs = holds(p.base), holds(p.data.source)
+    ch = ((p.outputs([list(spec["route"])])[0].argmax(-1) != p.clean.argmax(-1)) & p.valid)  # [B, P]
+    on = hb[:, None] & p.valid
+    off = (~hb & ~hs)[:, None] & p.valid
+    return [("routing_route_needed_on_the_template", float((ch & on).sum() / on.sum()) if on.any() else 0.0,
+             f"{int(hb.sum())} base inputs with the template"),
+            ("routing_route_silent_off_the_template", float((ch & off).sum() / off.sum()) if off.any() else 0.0, "")]
+
+
+def _deep(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
+    """The circuit's size and depth (edges with signal over the chains, layers its heads span),
+    and the smallest share of answers that ablating one whole chain changes."""
+    chains = dict(spec["chains"])
+    edges = {e for es in chains.values() for e in es}
+    layers = {int(n[1:].split(".")[0]) for e in edges for n in e.replace("<", "-").split("->")[:2]
+              if n.startswith("a") and ".h" in n}
+    each = p.changed(list(chains.values()))
+    weakest = list(chains)[int(each.argmin())]
+    return [("deep_circuit_edges", float(len(edges)), f"over {len(chains)} chains"),
+            ("deep_layers_spanned", float(len(layers)), ""),
+            ("deep_each_chain_needed", float(each.min()), f"smallest: {weakest}")]
+
+
 #: kind -> (gate function, {gate name: (op, threshold key, default)})
 MECHANISM_GATES: dict[str, tuple[Callable, dict[str, tuple[str, str, float]]]] = {
     "redundancy": (_redundancy, {"redundancy_each_path_alone": ("<=", "alone_max", 0.05),
@@ -222,6 +255,10 @@ MECHANISM_GATES: dict[str, tuple[Callable, dict[str, tuple[str, str, float]]]] =
     "and": (_and, {"and_breaks_when_an_input_is_ablated": (">=", "on_min", 0.5),
                    "and_silent_where_it_does_not_hold": ("<=", "off_max", 0.01)}),
     "decoy": (_decoy, {"decoy_norm_ratio": (">=", "min_norm_ratio", 10.0), "decoy_changes": ("<=", "max_changed", 0.0)}),
+    "routing": (_routing, {"routing_route_needed_on_the_template": (">=", "on_min", 0.5),
+                           "routing_route_silent_off_the_template": ("<=", "off_max", 0.01)}),
+    "deep": (_deep, {"deep_circuit_edges": (">=", "min_edges", 50.0), "deep_layers_spanned": (">=", "min_layers", 4.0),
+                     "deep_each_chain_needed": (">=", "chain_min", 0.05)}),
     "distributed": (_distributed, {"distributed_each_share_alone": ("<=", "alone_max", 0.05),
                                    "distributed_all_shares_together": (">=", "all_min", 0.5)}),
 }
