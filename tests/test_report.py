@@ -8,17 +8,16 @@ import contextlib
 import io
 import json
 import re
-from xml.etree import ElementTree
 import shutil
 from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
-
-import numpy as np
-import pytest
+from xml.etree import ElementTree
 
 import _report_toy as R
 import _scoring_toy as T
+import numpy as np
+import pytest
 from cbench.cli import main
 from cbench.graph.graph import Graph
 
@@ -98,7 +97,7 @@ def test_report_builds_a_static_site_whose_links_and_images_resolve(site, capsys
     bench = json.loads((site / "bench" / "results.json").read_text())
     eap = bench["results"]["auroc"]["toy3"]["eap"]
     assert f">{eap:.3f}<" in html and "p vs acdc" in html
-    stats = json.loads(re.search(r'<script type="application/json" id="stats">(.*?)</script>', html, re.S).group(1))
+    stats = json.loads(re.search(r'<script type="application/json" id="stats">(.*?)</script>', html, re.DOTALL).group(1))
     assert set(stats) == {"eap", "acdc", "random"}
     assert stats["acdc"]["eap"]["a12"] == pytest.approx(1 - stats["eap"]["acdc"]["a12"])
     case = (out / "cases" / "toy3.html").read_text()
@@ -139,7 +138,7 @@ def test_submit_cbench_and_mib_files_become_leaderboard_entries(site, capsys, tm
     assert (out / "submissions" / "perfect" / "toy3.json").is_file()
     index = parse(out / "index.html")
     assert ("perfect", "submission") in index.rows
-    row = re.search(r'<tr class="submission" data-name="perfect">(.*?)</tr>', (out / "index.html").read_text(), re.S)
+    row = re.search(r'<tr class="submission" data-name="perfect">(.*?)</tr>', (out / "index.html").read_text(), re.DOTALL)
     assert '<td data-value="1.0"><b>1.000</b></td>' in row.group(1)  # its mean edge AUROC
     assert (out / "methods" / "perfect.html").is_file() and (out / "img" / "circuit_toy3_perfect.svg").is_file()
     assert "p vs eap" in (out / "index.html").read_text()
@@ -186,9 +185,9 @@ def test_submit_and_report_refuse_bad_input_with_one_line(site, capsys, tmp_path
 
 
 def _rows(html: str, table_id: str) -> dict[str, str]:
-    body = re.search(rf'<table [^>]*id="{table_id}".*?<tbody>(.*?)</tbody>', html, re.S).group(1)
+    body = re.search(rf'<table [^>]*id="{table_id}".*?<tbody>(.*?)</tbody>', html, re.DOTALL).group(1)
     return {unescape(m.group(1)): m.group(2) for m in re.finditer(r'<tr class="[^"]*" data-name="([^"]*)">(.*?)</tr>',
-                                                                   body, re.S)}
+                                                                   body, re.DOTALL)}
 
 
 def test_leaderboard_has_coverage_cpr_cmd_and_ranks_partial_entries_only_on_their_cases(site, capsys, tmp_path):
@@ -273,7 +272,7 @@ def test_hostile_names_are_escaped_on_every_page(site, capsys, tmp_path):
             ElementTree.fromstring(text)
     assert seen >= 6
     html = (out / "index.html").read_text()
-    data = json.loads(re.search(r'<script type="application/json" id="table-data">(.*?)</script>', html, re.S).group(1))
+    data = json.loads(re.search(r'<script type="application/json" id="table-data">(.*?)</script>', html, re.DOTALL).group(1))
     assert HOSTILE in [e["name"] for e in data["entries"]]  # the name itself survives, as data
     stress = (out / "stress.html").read_text()
     assert 'data-mechanism="&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;"' in stress

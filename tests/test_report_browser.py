@@ -1,6 +1,9 @@
 """The HTML report in a real browser: headless Chromium (Debian's chromium + chromium-driver,
 through selenium) opens it from file://, sorts the leaderboard, follows links, checks that every
-image loaded and saves a screenshot. Run with `make test-browser` (installs what it needs);
+image loaded and that every figure agrees with its table (ROC panels' AUROC against the case
+table, the box plot's means against the mean column, the difference plot against the AUROC cells
+for whichever entry the selector names), that the filter hides rows, and that the leaderboard
+fits the window with its first column in view; saves screenshots. Run with `make test-browser` (installs what it needs);
 `make test` leaves it out (marker `browser`)."""
 
 from __future__ import annotations
@@ -9,9 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 import _report_toy as R
+import pytest
 from cbench.cli import main
 
 pytestmark = pytest.mark.browser
@@ -31,7 +33,7 @@ def browser(tmp_path_factory):
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1000",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1024,900",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         opts.add_argument(flag)
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
@@ -66,7 +68,7 @@ def test_the_report_sorts_links_and_loads_its_images_in_chromium(browser, site):
 
     browser.get((site / "index.html").resolve().as_uri())
     assert "leaderboard" in browser.title
-    assert _images_loaded(browser) == [] and browser.execute_script("return document.images.length") >= 1
+    assert _images_loaded(browser) == [] and browser.execute_script("return document.querySelectorAll('svg').length") >= 2
     headers = browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")
     names = [h.text.replace("▲", "").replace("▼", "").strip() for h in headers]
     method_col, mean_col = names.index("method"), names.index("mean")
@@ -89,7 +91,7 @@ def test_the_report_sorts_links_and_loads_its_images_in_chromium(browser, site):
 
     browser.find_element(By.LINK_TEXT, "toy3").click()  # a case link in the header
     assert browser.current_url.endswith("/cases/toy3.html")
-    assert _images_loaded(browser) == [] and browser.execute_script("return document.images.length") >= 5
+    assert _images_loaded(browser) == [] and browser.execute_script("return document.images.length") >= 4
     browser.save_screenshot(str(shot.with_name("case-toy3.png")))
     browser.find_element(By.CSS_SELECTOR, "#case-table a[href$='eap.html']").click()
     assert browser.current_url.endswith("/methods/eap.html")
@@ -113,7 +115,7 @@ def test_make_demo_ends_with_the_report_that_opens_in_chromium(browser, tmp_path
     assert index == (out / "html" / "index.html").resolve() and index.is_file()
     browser.get(index.as_uri())
     assert "leaderboard" in browser.title
-    assert _images_loaded(browser) == [] and browser.execute_script("return document.images.length") >= 1
+    assert _images_loaded(browser) == [] and browser.execute_script("return document.querySelectorAll('svg').length") >= 2
     methods = set(_column(browser, [h.text.replace("▲", "").replace("▼", "").strip()
                                     for h in browser.find_elements(By.CSS_SELECTOR, "#leaderboard thead th")]
                           .index("method")))
@@ -121,3 +123,102 @@ def test_make_demo_ends_with_the_report_that_opens_in_chromium(browser, tmp_path
     browser.find_element(By.CSS_SELECTOR, "a[href$='cases/33.html']").click()
     assert browser.current_url.endswith("/cases/33.html") and _images_loaded(browser) == []
     browser.save_screenshot(str(Path(os.environ.get("CBENCH_SCREENSHOT_DIR", tmp_path)) / "demo-leaderboard.png"))
+
+
+def _table_aurocs(driver) -> dict:
+    """{entry: {case: AUROC}} from the leaderboard's per-case cells (their data-value)."""
+    return driver.execute_script("""
+        const out = {};
+        document.querySelectorAll('#leaderboard tbody tr').forEach(tr => {
+          const row = out[tr.getAttribute('data-name')] = {};
+          tr.querySelectorAll('td.case').forEach(td => {
+            const v = td.getAttribute('data-value'); row[td.getAttribute('data-case')] = v === '' ? null : parseFloat(v);
+          });
+        });
+        return out;""")
+
+
+def _bars(driver) -> dict:
+    return driver.execute_script("""
+        const out = {};
+        document.querySelectorAll('#diff-plot rect.diff-bar').forEach(b => {
+          out[b.getAttribute('data-entry') + '|' + b.getAttribute('data-case')] = parseFloat(b.getAttribute('data-value'));
+        });
+        return out;""")
+
+
+def _check_diff_plot(driver, against: str) -> dict:
+    table = _table_aurocs(driver)
+    bars = _bars(driver)
+    assert driver.find_element("id", "diff-svg").get_attribute("data-against") == against
+    want = {f"{e}|{c}": round(v - table[against][c], 6) for e, row in table.items() if e != against
+            for c, v in row.items() if v is not None and table[against][c] is not None}
+    assert set(bars) == set(want) and bars, (bars, want)
+    for k, v in want.items():
+        assert bars[k] == pytest.approx(v, abs=2e-6), k
+    return bars
+
+
+def test_every_figure_agrees_with_its_table(browser, site):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get((site / "index.html").resolve().as_uri())
+    # the box plot's means are the mean column
+    means = browser.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#leaderboard tbody tr'))"
+        ".map(r => [r.getAttribute('data-name'), r.querySelector('td.mean').getAttribute('data-value')]));")
+    boxes = browser.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#auroc-boxplot g.box'))"
+        ".map(g => [g.getAttribute('data-name'), g.getAttribute('data-mean')]));")
+    assert set(boxes) == set(means) and len(means) == 3
+    for name, m in means.items():
+        assert float(boxes[name]) == pytest.approx(float(m), abs=1e-6)
+    # the difference plot follows the selector
+    first = _check_diff_plot(browser, "acdc")
+    Select(browser.find_element(By.ID, "against")).select_by_value("random")
+    second = _check_diff_plot(browser, "random")
+    assert first != second and browser.find_element(By.ID, "diff-against").text == "random"
+    # the filter hides rows, and their bars
+    box = browser.find_element(By.ID, "filter")
+    box.send_keys("eap")
+    shown = browser.execute_script("return Array.from(document.querySelectorAll('#leaderboard tbody tr'))"
+                                   ".filter(r => r.offsetParent !== null).map(r => r.getAttribute('data-name'));")
+    assert shown == ["eap"]
+    assert {k.split("|")[0] for k in _bars(browser)} == {"eap"}
+    box.clear()
+    box.send_keys(" ")  # an input event with an empty query: every row back
+    assert len([r for r in browser.find_elements(By.CSS_SELECTOR, "#leaderboard tbody tr") if r.is_displayed()]) == 3
+    # every case page: each ROC panel's AUROC is its row's table cell
+    for case in ("toy3", "toy4"):
+        browser.get((site / "cases" / f"{case}.html").resolve().as_uri())
+        cells = browser.execute_script(
+            "return Object.fromEntries(Array.from(document.querySelectorAll('#case-table tbody tr'))"
+            ".map(r => [r.getAttribute('data-name'), r.querySelector('td.auroc').textContent.trim()]));")
+        panels = browser.execute_script(
+            "return Object.fromEntries(Array.from(document.querySelectorAll('#roc-panels svg.roc'))"
+            ".map(s => [s.getAttribute('data-name'), s.querySelector('text.roc-title').textContent]));")
+        assert set(panels) == set(cells) == {"eap", "acdc", "random"}
+        for name, text in panels.items():
+            assert text == f"{name}: AUROC {cells[name]}"
+
+
+def test_the_leaderboard_fits_the_window_with_its_first_column_in_view(browser, site):
+    browser.get((site / "index.html").resolve().as_uri())
+    width = browser.execute_script("return window.innerWidth")
+    assert width <= 1024
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width  # no page-wide scroll
+    # with many cases the table scrolls inside its box; the entry's name stays where it was
+    browser.execute_script("""
+        const t = document.getElementById('leaderboard');
+        t.querySelectorAll('tr').forEach(tr => { for (let i = 0; i < 30; i++) {
+          const c = document.createElement(tr.parentNode.tagName === 'THEAD' ? 'th' : 'td');
+          c.textContent = '0.999'; tr.appendChild(c); } });""")
+    box = browser.execute_script("return document.querySelector('#leaderboard').parentNode.scrollWidth")
+    assert box > width
+    before = browser.execute_script("return document.querySelector('#leaderboard tbody td').getBoundingClientRect().left")
+    browser.execute_script("document.querySelector('#leaderboard').parentNode.scrollLeft = 400")
+    after = browser.execute_script("return document.querySelector('#leaderboard tbody td').getBoundingClientRect().left")
+    other = browser.execute_script("return document.querySelector('#leaderboard tbody td.mean').getBoundingClientRect().left")
+    assert after == pytest.approx(before, abs=1) and other < before + 50
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 
 import pytest
-
 from cbench.scoring.progress import Progress, clock
 
 

@@ -317,6 +317,11 @@ def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: f
 
 
 def progress_bar(total: int, desc: str, enabled: bool = True):
+    """k of ``total`` with an ETA on standard error from the first unit on, kept on screen when
+    done; off when standard error is not a terminal (logs get no carriage-return redraws)."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, mininterval=1.0, delay=1.0)
+    tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    return tqdm(total=total, desc=desc, disable=not (enabled and tty), leave=True, mininterval=0.5, file=sys.stderr)
