@@ -7,7 +7,7 @@ a method added to :data:`cbench.discovery.METHODS` is offered without touching t
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import click
 
@@ -31,9 +31,9 @@ class RegistryChoice(click.Choice):
 
     @property
     def choices(self) -> tuple[str, ...]:  # type: ignore[override]
-        if self._values is None:
-            self._values = tuple(self._load())
-        return self._values
+        if self._values is not None:
+            return self._values
+        return tuple(self._load())  # read every time: a method registered or installed later is offered
 
     @choices.setter
     def choices(self, values) -> None:
