@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="results directory (default: a fresh temporary one)")
     p.add_argument("--featurizers", default=FEATS)
+    p.add_argument("--models", default=None, help="variables models to run (default: all nine)")
     p.add_argument("--cases", default="", help="SIIT/Tracr cases to add, e.g. 3,21")
     p.add_argument("--n-train", type=int, default=1024)
     p.add_argument("--n-test", type=int, default=500)
@@ -64,18 +65,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(2)
     out = args.out or Path(tempfile.mkdtemp(prefix="cbench-track-"))
-    cases = list(VARIABLES_MODELS) + [c for c in args.cases.split(",") if c]
+    models = args.models.split(",") if args.models else list(VARIABLES_MODELS)
+    cases = models + [c for c in args.cases.split(",") if c]
     t0, c0 = time.perf_counter(), time.process_time()
     doc = run_track(cases, out, args.featurizers, n_train=args.n_train, n_test=args.n_test, dataset_dir=DATASET,
                     loader=_art, echo=lambda s: print(s, flush=True))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    ref = reference_s(VARIABLES_MODELS, args.n_test)
+    ref = reference_s(models, args.n_test)
     rows = doc["results"]["rows"]
     fit_s: dict[str, float] = {}
     for r in rows:
         fit_s[r["featurizer"]] = fit_s.get(r["featurizer"], 0.0) + sum(x.get("train_s", 0.0) for x in r["locations"])
     board = doc["results"]["leaderboard"]
-    res = {"models": len(VARIABLES_MODELS), "cases": args.cases or None, "runs": len(rows),
+    res = {"models": models, "cases": args.cases or None, "runs": len(rows),
            "locations_scored": sum(len(r["locations"]) for r in rows), "featurizers": args.featurizers.split(","),
            "n_train": args.n_train, "n_test": args.n_test, "threads": torch.get_num_threads(),
            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "reference_wall_s": round(ref, 3),
