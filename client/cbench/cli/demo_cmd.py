@@ -40,12 +40,13 @@ def demo(cases, methods, out_dir, n_examples, as_json):
 
     o = Output(as_json)  # --json: the lines below go to standard error, the bench's results.json to standard output
     echo = o.echo
+    shows = "off" if as_json else "auto"  # progress (k of N, ETA) on standard error; none with --json
     t0 = time.perf_counter()
     if out_dir == DEMO_OUT:
         Path(out_dir).parent.mkdir(exist_ok=True)
     ids = [c.strip() for c in cases.split(",") if c.strip()]
     echo(f"== pulling the counterfactual pairs and {len(ids)} cases from the embedded hub")
-    with Progress(len(ids) + 1, "pull", mode="auto", echo=echo) as prog:
+    with Progress(len(ids) + 1, "pull", mode=shows, echo=echo) as prog:
         prog.start("cbench/counterfactuals")
         snap = pull("counterfactuals", repo_type="dataset")
         prog.done(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}  {snap.path}")
@@ -57,14 +58,14 @@ def demo(cases, methods, out_dir, n_examples, as_json):
     echo(f"== cbench bench --cases {cases}{shown} --out {out_dir}")
     t_bench = time.perf_counter()
     doc = run_bench(cases, methods, out_dir, n_examples=n_examples, sampled=False, seed=0, echo=echo,
-                    progress="auto")  # the table is printed once, by the bench
+                    progress=shows)  # the table is printed once, by the bench
     html_dir = Path(out_dir) / "html"
     echo(f"== cbench report {out_dir} --html {html_dir}")
     t_report = time.perf_counter()
-    index = build_report(out_dir, html_dir, echo=echo, progress="auto")
+    index = build_report(out_dir, html_dir, echo=echo, progress=shows)
     t_end = time.perf_counter()
     echo(f"== demo finished in {t_end - t0:.0f} s (pulls {t_bench - t0:.0f} s, bench {t_report - t_bench:.0f} s, "
-               f"report {t_end - t_report:.0f} s); results in {out_dir}/")
+         f"report {t_end - t_report:.0f} s); results in {out_dir}/")
     echo(f"HTML report: {index.resolve()}")
     if as_json:
         o.emit(dict(doc, demo={"results": str(Path(out_dir).resolve()), "html": str(index.resolve())}))

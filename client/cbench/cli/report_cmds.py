@@ -21,7 +21,8 @@ def report(results, out_dir, against, as_json):
     into a static site that works from file://; prints the path of its index.html."""
     from cbench.report import build_report
 
-    index = build_report(results, out_dir, against=against, echo=lambda s: click.echo(s, err=True))
+    index = build_report(results, out_dir, against=against, echo=lambda s: click.echo(s, err=True),
+                         progress="off" if as_json else "auto")
     if as_json:
         Output(True).emit({"index": str(index.resolve()), "site": str(index.resolve().parent),
                            "results": str(results)})
