@@ -9,7 +9,6 @@ import json
 
 import pytest
 import torch
-
 from cbench.artifacts import transformer_lens_adapter as tla
 from cbench.artifacts.model import read_model_artifact, write_model_artifact
 from cbench.artifacts.native_bridge import bridge_files, bridge_problem, to_native
@@ -19,8 +18,9 @@ TOKENS = ["BOS", "a", "b", "c", "x"]
 
 
 def _model(**kw):
-    cfg = dict(n_layers=2, n_heads=2, d_model=8, d_head=4, n_ctx=5, d_vocab=len(TOKENS), d_vocab_out=1,
-               d_mlp=16, act_fn="gelu", normalization_type=None, seed=3, default_prepend_bos=False)
+    cfg = {"n_layers": 2, "n_heads": 2, "d_model": 8, "d_head": 4, "n_ctx": 5, "d_vocab": len(TOKENS),
+           "d_vocab_out": 1, "d_mlp": 16, "act_fn": "gelu", "normalization_type": None, "seed": 3,
+           "default_prepend_bos": False}
     cfg.update(kw)
     model = tla.build_model(tla.config_to_json(tla.HookedTransformerConfig(**cfg)))
     gen = torch.Generator().manual_seed(1)

@@ -12,16 +12,18 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from pathlib import Path
 
 
 def main(jobs_path: str, out_path: str) -> int:
-    import torch
     from importlib.metadata import version
+
+    import torch
     from safetensors.torch import load_file
     from transformer_lens.model_bridge import TransformerBridge
     from transformers import PreTrainedTokenizerFast
 
-    jobs = json.load(open(jobs_path))
+    jobs = json.loads(Path(jobs_path).read_text())
     results = []
     for job in jobs:
         d = job["dir"]
@@ -32,7 +34,7 @@ def main(jobs_path: str, out_path: str) -> int:
                 tok = PreTrainedTokenizerFast(tokenizer_file=f"{d}/tokenizer.json", bos_token=job["bos"],
                                               eos_token=pad, pad_token=pad, add_bos_token=True,
                                               name_or_path=job["name"])
-                bridge = TransformerBridge.boot_native(json.load(open(f"{d}/bridge/config.json")))
+                bridge = TransformerBridge.boot_native(json.loads(Path(f"{d}/bridge/config.json").read_text()))
                 bridge.tokenizer = tok
                 bridge.load_state_dict(load_file(f"{d}/bridge/model.safetensors"))
             bridge.eval()
@@ -46,8 +48,7 @@ def main(jobs_path: str, out_path: str) -> int:
             results.append({"dir": d, "tokens": tokens, "logits": logits})
         except Exception as exc:  # noqa: BLE001 - reported per model to the test
             results.append({"dir": d, "error": f"{type(exc).__name__}: {exc}"})
-    json.dump({"transformer_lens": version("transformer-lens"), "results": results},
-              open(out_path, "w"))
+    Path(out_path).write_text(json.dumps({"transformer_lens": version("transformer-lens"), "results": results}))
     return 0
 
 
