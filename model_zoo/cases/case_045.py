@@ -26,7 +26,12 @@ SPEC = {
     "dataset": {"train_size": 5000},  # counterfactual pairs (validation and test 1,000 each): keeps the repo small
     "low_level": {
         "architecture": "interpbench",
-        "correspondence": "same-index"
+        "correspondence": "same-index",
+        "deviation": {
+            "d_model": 48,
+            "d_head": 12,
+            "reason": "at d_model 24 the complement stayed at 0.84 within 300 s (the MLP after the length head read the input directly, input->m0, 33-50 % of outputs alone); cases 58, 93 and 103, with the same symptom, reached every gate at 48/12"
+        }
     },
     "training": {
         "algorithm": "summed",
