@@ -548,7 +548,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
 
 
 def _faithfulness(sc, data, graph, doc, protocol: str | None = None) -> dict:
-    """CPR and CMD of one method's scores on one stress model (MIB's faithfulness metrics)."""
+    """CPR and CMD of one method's scores on one model (MIB's faithfulness metrics)."""
     from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
 
     try:
