@@ -211,8 +211,14 @@ def test_building_twice_gives_identical_files(built, tracr_dir, tmp_path):
 @pytest.fixture
 def hub_env(tmp_path, monkeypatch):
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
-    # this hub holds the test's own cbench/counterfactuals v1.0.0, not the zoo's: no zoo, no zoo pins
-    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "no-zoo"))
+    # this hub holds the test's own cbench/counterfactuals v1.0.0, not the zoo's: no zoo releases, no
+    # zoo pins (the case specs stay: the builders read them)
+    from cbench.hub.zoo import zoo_dir
+
+    no_zoo = tmp_path / "no-zoo"
+    no_zoo.mkdir()
+    (no_zoo / "cases").symlink_to(zoo_dir() / "cases")
+    monkeypatch.setenv("CBENCH_ZOO", str(no_zoo))
     for var in ("HF_HUB_OFFLINE", "CBENCH_ENDPOINT", "CBENCH_HUB"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "hub"
