@@ -105,16 +105,23 @@ def auroc_mann_whitney(scores, labels) -> float:
     return float(u / (n_pos * n_neg))
 
 
-def auroc_rows(scores, labels) -> np.ndarray:
-    """AUROC of each row of ``scores`` [n, k] against one boolean ``labels`` [k], from mid-ranks
-    (ties count one half, as :func:`auroc`)."""
+def _rows_and_labels(scores, labels, what: str) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Score rows ``[n, k]`` and boolean ``labels`` [k] checked, with the counts of positives and
+    negatives (``what`` names the figure in the error)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=bool)
     if s.ndim != 2 or s.shape[1] != y.size:
         raise UsageError(f"scores must be [n, {y.size}], got {list(s.shape)}")
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
-        raise UsageError("AUROC needs at least one positive and one negative label")
+        raise UsageError(f"{what} needs at least one positive and one negative label")
+    return s, y, n_pos, n_neg
+
+
+def auroc_rows(scores, labels) -> np.ndarray:
+    """AUROC of each row of ``scores`` [n, k] against one boolean ``labels`` [k], from mid-ranks
+    (ties count one half, as :func:`auroc`)."""
+    s, y, n_pos, n_neg = _rows_and_labels(scores, labels, "AUROC")
     ranks = stats.rankdata(s, axis=1)
     return (ranks[:, y].sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
@@ -127,13 +134,7 @@ def mean_roc_rows(scores, labels, chunk: int = 1000) -> tuple[np.ndarray, np.nda
     staircase ``(fpr, tpr)``, whose area is the mean of the rows' AUROCs (exactly, for rows
     without ties, as continuous random draws have): the random baseline's curve, drawn from the
     same draws as its mean AUROC."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels, dtype=bool)
-    if s.ndim != 2 or s.shape[1] != y.size:
-        raise UsageError(f"scores must be [n, {y.size}], got {list(s.shape)}")
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        raise UsageError("a ROC curve needs at least one positive and one negative label")
+    s, y, n_pos, n_neg = _rows_and_labels(scores, labels, "a ROC curve")
     total = np.zeros(n_neg)
     for i in range(0, s.shape[0], chunk):
         ranked = y[np.argsort(-s[i:i + chunk], axis=1, kind="stable")]  # labels in each row's order
