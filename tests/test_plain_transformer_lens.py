@@ -136,6 +136,29 @@ def test_sample_covers_every_kind():
     assert len(ALL) >= 250
 
 
+def test_every_released_model_and_sub_artifact_is_in_todays_form():
+    """The files-only part of the slow check, over every newest release and every sub-artifact
+    (a new release that copies an old-form Tracr sub-artifact in is caught here, in the default
+    suite): BOS on in config.json, no dtype string, the tokenizer files, and the TransformerLens 4
+    form unless the card says why there is none."""
+    problems = []
+    for version_dir in ALL:
+        for art in artifact_dirs(version_dir):
+            meta = json.loads((art / "meta.json").read_text())
+            config = json.loads((art / "config.json").read_text())
+            if meta.get("bos_token") is not None and config.get("default_prepend_bos") is not True:
+                problems.append(f"{art}: config.json does not say default_prepend_bos true")
+            if "dtype" in config:
+                problems.append(f"{art}: config.json has a dtype string")
+            if not (art / "tokenizer.json").is_file() or not (art / "tokenizer_config.json").is_file():
+                problems.append(f"{art}: no tokenizer files")
+            if not (art / "bridge" / "config.json").is_file() and "TransformerLens 4" not in (
+                    (art / "README.md").read_text(encoding="utf-8") if (art / "README.md").is_file() else ""):
+                problems.append(f"{art}: no bridge/ and no word on TransformerLens 4 in its card")
+    assert not problems, f"{len(problems)} problems (re-release with `cbench build re-release --only NAME`): " \
+        + "; ".join(problems[:10])
+
+
 @pytest.mark.parametrize("version_dir", SAMPLE, ids=lambda p: f"{p.parent.name}@{p.name}")
 def test_released_model_loads_with_plain_transformer_lens(version_dir):
     for art_dir in artifact_dirs(version_dir):
