@@ -90,6 +90,25 @@ def test_per_example_masks_and_run_masks(setup):
         assert torch.allclose(out[b:b + 1], single, atol=1e-5)
 
 
+def test_run_masks_runs_each_distinct_mask_once_and_keeps_the_order(setup, monkeypatch):
+    model, rt, base, source = setup
+    from cbench.runtime import masked_forward
+
+    gen = torch.Generator().manual_seed(7)
+    distinct = (torch.rand(3, rt.n_edges, generator=gen) > 0.5).float()
+    masks = distinct[torch.tensor([2, 0, 2, 1, 0, 2])]  # repeated rows, not in first-seen order
+    rows = []
+    real = masked_forward.masked_pass
+    monkeypatch.setattr(masked_forward, "masked_pass", lambda r, tok, M, *a, **k: rows.append(
+        M.shape[0] if M.dim() == 3 else 1) or real(r, tok, M, *a, **k))
+    out = rt.run_masks(base, masks, source=source)
+    assert sum(rows) == 3  # three distinct masks, three masked rows of examples
+    assert out.shape[0] == 6
+    for i in range(6):
+        single = rt.run(base, source, edge_mask=masks[i]).output
+        assert torch.allclose(out[i], single, atol=1e-5)
+
+
 def test_node_mask_equals_masking_outgoing_edges(setup):
     model, rt, base, source = setup
     g = rt.graph

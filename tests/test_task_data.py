@@ -90,3 +90,36 @@ def test_discover_states_sampled_pairs_in_its_output(tmp_path, monkeypatch):
     assert main(["discover", str(tmp_path / "m"), "--method", "random", "--sampled", "--n-examples", "5",
                  "--out", str(tmp_path / "b.json"), "-q"]) == 0
     assert json.loads((tmp_path / "b.json").read_text())["data"]["split"] == "sampled"
+
+
+def test_config_rows_read_from_parquet_equal_the_datasets_library_rows(tmp_path, monkeypatch):
+    # the bench reads one config per case straight from its parquet files (no Arrow cache, no
+    # parse of the whole card by the datasets library); the rows must be the library's rows
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cbench.errors import CbenchError
+    from cbench.hub.cache import Snapshot
+    from cbench.hub.loading import config_rows, open_dataset
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    snap_dir = tmp_path / "snap"
+    (snap_dir / "case-3").mkdir(parents=True)
+    rows = [{"base_ids": [0, 1 + i % 3, 2], "source_ids": [0, 2, 1 + i % 2], "base_label": [0.5 * i, 1.0],
+             "high_level_nodes": ["a", "b"]} for i in range(7)]
+    schema = pa.schema([("base_ids", pa.list_(pa.int8())), ("source_ids", pa.list_(pa.int8())),
+                        ("base_label", pa.list_(pa.float32())), ("high_level_nodes", pa.list_(pa.string()))])
+    pq.write_table(pa.Table.from_pylist(rows[:4], schema), snap_dir / "case-3" / "validation-0.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[4:], schema), snap_dir / "case-3" / "validation-1.parquet")
+    (snap_dir / "README.md").write_text(
+        "---\nconfigs:\n- config_name: case-3\n  data_files:\n  - split: validation\n    path:\n"
+        "    - case-3/validation-0.parquet\n    - case-3/validation-1.parquet\n---\n# card\n")
+    snap = Snapshot("cbench/counterfactuals", "dataset", "0" * 40, snap_dir, tag="v9.0.0")
+    fast = config_rows(snap, "case-3", "validation")
+    assert fast == open_dataset(snap, "case-3", split="validation").to_list()
+    assert [r["base_ids"] for r in fast] == [r["base_ids"] for r in rows]
+    assert fast[3]["base_label"] == [1.5, 1.0]
+    assert config_rows(snap, "case-3", "train") is None and config_rows(snap, "case-9", "validation") is None
+    (snap_dir / "case-3" / "validation-1.parquet").write_bytes(b"PAR1 not parquet")
+    with pytest.raises(CbenchError, match="cannot read the dataset"):
+        config_rows(snap, "case-3", "validation")

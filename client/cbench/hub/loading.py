@@ -13,6 +13,7 @@ revision is already cached), then read the local snapshot:
 
 from __future__ import annotations
 
+import functools
 import os
 
 from cbench.errors import CbenchError, UsageError
@@ -82,10 +83,24 @@ def open_dataset(snap, config: str | None = None, **kwargs):
 
 
 def _card_front_matter(path) -> dict:
+    """The front matter of the card in ``path`` (read once per file version: the counterfactuals
+    card lists every config, and the bench reads it once per case)."""
+    from pathlib import Path
+
+    card = Path(path) / "README.md"
+    try:
+        st = card.stat()
+    except OSError:
+        return {}
+    return _cached_front_matter(str(card), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_front_matter(card: str, mtime_ns: int, size: int) -> dict:
     from pathlib import Path
 
     try:
-        return _front_matter((Path(path) / "README.md").read_text(encoding="utf-8"))
+        return _front_matter(Path(card).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return {}
 
@@ -99,8 +114,8 @@ def _front_matter(text: str) -> dict:
         return {}
     import yaml
 
-    try:
-        front = yaml.safe_load(text[3:end])
+    try:  # libyaml's loader when present: the same documents, ~7x faster on a 150 kB card
+        front = yaml.load(text[3:end], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError:
         return {}
     return front if isinstance(front, dict) else {}
@@ -130,6 +145,27 @@ def _data_files(front: dict) -> dict[str, dict[str, list[str]]]:
                     per.setdefault("train", []).append(f)
         out[cfg["config_name"]] = per or {"train": []}
     return out
+
+
+def config_rows(snap, config: str, split: str) -> list[dict] | None:
+    """The rows of one config and split of a verified snapshot, read straight from its parquet
+    files (the rows ``datasets.load_dataset`` gives, without building an Arrow cache: the bench
+    reads one config per case), or None when the card does not name local parquet files for it
+    (then use :func:`open_dataset`)."""
+    files = _data_files(_card_front_matter(snap.path)).get(config, {}).get(split)
+    paths = [snap.path / f for f in files or []]
+    if not paths or not all(f.endswith(".parquet") and not any(c in f for c in "*?[") for f in files) \
+            or not all(p.is_file() for p in paths):
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pa.concat_tables([pq.read_table(p) for p in paths]).to_pylist()
+    except (OSError, pa.ArrowException) as exc:
+        msg = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise CbenchError(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}: cannot read the dataset "
+                          f"({type(exc).__name__}{': ' + msg if msg else ''})") from None
 
 
 def dataset_splits(path) -> dict[str, list[str]]:

@@ -79,6 +79,12 @@ def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "re
             node_masks = node_masks[None].expand(n_masks, -1)
     if ablated is None:
         ablated = ablated_outputs(rt, tokens, source, ablation, reference, positional)
+    repeated = _repeated_rows(masks, node_masks)
+    if repeated is not None:  # each distinct mask runs once (circuits at several sizes often coincide)
+        keep, index = repeated
+        return run_masks(rt, tokens, masks[keep], ablated=ablated,
+                         node_masks=None if node_masks is None else node_masks[keep], chunk_size=chunk_size,
+                         start_slot=start_slot, prefix=prefix)[index]
     if chunk_size is None:
         chunk_size = max(1, 4096 // max(B, 1))
     outs = []
@@ -93,6 +99,25 @@ def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "re
         out = masked_pass(rt, tok, M, ablated, start_slot=start_slot, prefix=prefix).output
         outs.append(out.reshape(c, B, P, -1))
     return torch.cat(outs, 0)
+
+
+def _repeated_rows(masks: torch.Tensor, node_masks: torch.Tensor | None):
+    """``(keep, index)`` when some mask rows repeat: ``keep`` the first row of each distinct mask
+    (in order), ``index`` each row's position in ``keep``; None when all differ or masks carry
+    gradients."""
+    if masks.shape[0] < 2 or masks.requires_grad or (node_masks is not None and node_masks.requires_grad):
+        return None
+    key = masks if node_masks is None else torch.cat([masks, node_masks.to(masks.dtype)], 1)
+    uniq, inverse = torch.unique(key, dim=0, return_inverse=True)
+    if uniq.shape[0] == key.shape[0]:
+        return None
+    n = key.shape[0]
+    first = torch.full((uniq.shape[0],), n, dtype=torch.long).scatter_reduce(
+        0, inverse, torch.arange(n), reduce="amin")
+    order = torch.argsort(first)
+    pos = torch.empty_like(order)
+    pos[order] = torch.arange(order.shape[0])
+    return first[order], pos[inverse]
 
 
 def edge_mask_gradient(rt: ModelState, base, metric_fn: Callable[[torch.Tensor], torch.Tensor], source=None,

@@ -5,6 +5,9 @@ when not cached), or -- only when asked for -- sampled deterministically from th
 optional ``labels`` (``[N, P]``: class indices for categorical tasks, floats for numerical;
 ``None`` means "use the clean model's outputs"), ``valid`` positions ``[N, P]`` (position 0 and
 padding excluded), and where the data came from (``split``, ``dataset``, ``revision``).
+``answers`` (``[N, 2]``, optional): each pair's (correct, wrong) answer token ids at the scored
+position, for tasks that have them (IOI: the indirect object and the subject), which MIB's
+logit-difference metric reads.
 
 Sampling (:func:`sample_pairs`): token ids drawn uniformly from ``input_tokens`` minus BOS and
 PAD with ``numpy.random.default_rng(seed)``; every sequence has length ``max_seq_len`` (BOS
@@ -36,6 +39,7 @@ class TaskData:
     dataset: str | None = None
     revision: str | None = None
     info: dict = field(default_factory=dict)
+    answers: torch.Tensor | None = None  # [N, 2] (correct, wrong) token ids, or None
 
     @property
     def n_examples(self) -> int:
@@ -44,7 +48,8 @@ class TaskData:
     def subset(self, n: int) -> "TaskData":
         n = min(int(n), self.n_examples)
         return TaskData(self.base[:n], self.source[:n], None if self.labels is None else self.labels[:n],
-                        self.valid[:n], self.task_type, self.split, self.dataset, self.revision, dict(self.info))
+                        self.valid[:n], self.task_type, self.split, self.dataset, self.revision, dict(self.info),
+                        None if self.answers is None else self.answers[:n])
 
     def data_block(self) -> dict:
         """The ``data`` block of an edge-scores document."""
@@ -198,7 +203,7 @@ def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_
     as TaskData, pulled from the hub when not cached; ``n_examples`` caps the pairs. Every way it
     can fail is one clear error naming ``subject`` and the ``--sampled`` way out."""
     from cbench.errors import CbenchError
-    from cbench.hub.loading import config_snapshot, dataset_splits, open_dataset
+    from cbench.hub.loading import config_rows, config_snapshot, dataset_splits, open_dataset
 
     advice = "pass --sampled to use input pairs sampled from meta.json instead"
     try:  # the card and this config's files only (the whole snapshot when it is cached)
@@ -213,11 +218,13 @@ def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_
         raise UsageError(f"--split {split!r}: cbench/{dataset} config {config} has the splits "
                          f"{', '.join(splits)}")
     try:
-        ds = open_dataset(snap, config, split=split)
+        rows = config_rows(snap, config, split)
+        if rows is None:
+            rows = open_dataset(snap, config, split=split).to_list()
     except CbenchError:
         raise
     except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
         raise UsageError(f"{subject}: the {dataset} dataset could not be read "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); {advice}") from None
-    data = from_rows(list(ds), meta, split, dataset=f"cbench/{dataset}", revision=revision)
+    data = from_rows(rows, meta, split, dataset=f"cbench/{dataset}", revision=revision)
     return data.subset(n_examples) if n_examples else data
