@@ -277,3 +277,58 @@ def test_hostile_names_are_escaped_on_every_page(site, capsys, tmp_path):
     stress = (out / "stress.html").read_text()
     assert 'data-mechanism="&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;"' in stress
     assert ">0.750<" in stress and ">0.400<" in stress and "0 of 1 predictions held" in stress
+
+
+def test_mib_auroc_is_shown_beside_the_rank_auroc_as_the_results_file_has_it(site, capsys, tmp_path):
+    """The leaderboard's MIB AUROC column (mean over the cases), the per-tier table of both AUROC
+    kinds, and the case and method pages' MIB cells are the bench's results.auroc_mib and
+    results.auroc_by_tier; a submission's MIB AUROC is MIB's greedy-pruned AUROC of its scores."""
+    from cbench.scoring.mib_protocol import mib_auroc
+
+    out = tmp_path / "html"
+    assert run(capsys, "report", str(site / "bench"), "--html", str(out))[0] == 0
+    res = json.loads((site / "bench" / "results.json").read_text())["results"]
+    mib, by_tier = res["auroc_mib"], res["auroc_by_tier"]
+    methods = ("eap", "acdc", "random")
+    assert set(mib) == {"toy3", "toy4"} and all(mib[c][m] is not None for c in mib for m in methods)
+    assert mib["toy3"]["eap"] != res["auroc"]["toy3"]["eap"]  # the two kinds differ here: the test can tell them apart
+    html = (out / "index.html").read_text()
+    board = _rows(html, "leaderboard")
+    for m in methods:
+        mean = np.mean([mib[c][m] for c in ("toy3", "toy4")])
+        cell = re.search(r'class="mib" data-value="([^"]*)">([^<]*)<', board[m])
+        assert float(cell.group(1)) == pytest.approx(mean, abs=1e-12) and cell.group(2) == f"{mean:.3f}"
+    tiers = _rows(html, "auroc-tiers")
+    assert set(tiers) == set(methods) and list(by_tier) == sorted(set(res["model_kind"].values()))
+    for tier, row in by_tier.items():
+        for m in methods:
+            got = re.search(rf'class="tier-rank" data-tier="{tier}" data-value="([^"]*)">([^<]*)<'
+                            rf'.*?class="tier-mib" data-tier="{tier}" data-value="([^"]*)">([^<]*)<', tiers[m], re.DOTALL)
+            assert float(got.group(1)) == row[m]["rank"] and got.group(2) == f"{row[m]['rank']:.3f}"
+            assert float(got.group(3)) == row[m]["mib"] and got.group(4) == f"{row[m]['mib']:.3f}"
+            assert row[m]["rank"] == pytest.approx(np.mean([res["auroc"][c][m] for c in ("toy3", "toy4")]))
+    for case in ("toy3", "toy4"):
+        table = _rows((out / "cases" / f"{case}.html").read_text(), "case-table")
+        for m in methods:
+            v = mib[case][m]
+            assert f'class="mib" data-value="{v}">{v:.3f}<' in table[m]
+    page = (out / "methods" / "eap.html").read_text()
+    for case in ("toy3", "toy4"):
+        v = mib[case]["eap"]
+        assert f'class="mib" data-value="{v}">{v:.3f}<' in page
+    # a submission over one case: its MIB AUROC is computed with MIB's routine, shown in the partial table
+    g = Graph(2, 2)
+    scores = np.cos(np.arange(g.n_edges, dtype=float))
+    doc = T.edge_scores_doc(g, scores, case="toy3")
+    (tmp_path / "cos.json").write_text(json.dumps(doc))
+    assert run(capsys, "submit", str(tmp_path / "cos.json"), "--report", str(out), "--name", "cos")[0] == 0
+    from cbench.artifacts.model import read_model_artifact
+    from cbench.scoring.ground_truth import circuit_edge_names
+
+    art = read_model_artifact(site / "cases" / "toy3")
+    want = mib_auroc(art.graph, scores, circuit_edge_names(art.graph, art.circuit)).auroc
+    html = (out / "index.html").read_text()
+    assert f'class="mib" data-value="{want}">{want:.3f}<' in _rows(html, "partial")["cos"]
+    tier = res["model_kind"]["toy3"]
+    row = _rows(html, "auroc-tiers")["cos"]
+    assert f'class="tier-mib" data-tier="{tier}" data-value="{want}">{want:.3f}<' in row

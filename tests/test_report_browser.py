@@ -174,6 +174,21 @@ def test_every_figure_agrees_with_its_table(browser, site):
     assert set(boxes) == set(means) and len(means) == 3
     for name, m in means.items():
         assert float(boxes[name]) == pytest.approx(float(m), abs=1e-6)
+    # the MIB AUROC column and the per-tier table of both kinds are the results file's numbers
+    import json
+
+    res = json.loads((site.parent / "bench" / "results.json").read_text())["results"]
+    shown = browser.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#leaderboard tbody tr'))"
+        ".map(r => [r.getAttribute('data-name'), r.querySelector('td.mib').textContent.trim()]));")
+    assert shown == {m: f"{sum(res['auroc_mib'][c][m] for c in ('toy3', 'toy4')) / 2:.3f}" for m in means}
+    cells = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#auroc-tiers tbody td[data-tier]'))"
+        ".filter(td => td.className).map(td => [td.closest('tr').getAttribute('data-name'), td.getAttribute('data-tier'),"
+        " td.className, td.textContent.trim()]);")
+    want = [[m, t, f"tier-{k}", f"{row[m][k]:.3f}"] for m in means for t, row in res["auroc_by_tier"].items()
+            for k in ("rank", "mib")]
+    assert sorted(cells) == sorted(want) and len(cells) == 6 * len(res["auroc_by_tier"])
     # the difference plot follows the selector
     first = _check_diff_plot(browser, "acdc")
     Select(browser.find_element(By.ID, "against")).select_by_value("random")

@@ -27,11 +27,13 @@ class Entry:
     name: str
     kind: str  # "method", "oracle", "random" or "submission"
     auroc: dict = field(default_factory=dict)  # case -> edge AUROC (None: failed)
+    auroc_mib: dict = field(default_factory=dict)  # case -> MIB's greedy-pruned edge AUROC (None: not defined)
     node_auroc: dict = field(default_factory=dict)
     runtime: dict = field(default_factory=dict)
     scores: dict = field(default_factory=dict)  # case -> edge-scores document
     cpr: dict = field(default_factory=dict)  # case -> CPR (None: not measured)
     cmd: dict = field(default_factory=dict)
+    by_tier: dict = field(default_factory=dict)  # tier -> {"rank", "mib", "n"}: both AUROC kinds (auroc_by_tier)
 
     @property
     def slug(self) -> str:
@@ -63,6 +65,11 @@ class Entry:
     def _mean(d: dict) -> float | None:
         v = [x for x in d.values() if x is not None]
         return float(np.mean(v)) if v else None
+
+    @property
+    def mean_mib(self) -> float | None:
+        """Mean of MIB's greedy-pruned AUROC over the cases that have one."""
+        return self._mean(self.auroc_mib)
 
     @property
     def mean_cpr(self) -> float | None:
@@ -148,6 +155,41 @@ def _no_signal(bench: dict, case: str):
     return marks or None
 
 
+def mib_auroc_of(info: CaseInfo, doc: dict) -> float | None:
+    """MIB's greedy-pruned edge AUROC of a submitted document (the routine the bench uses for its
+    methods, :func:`cbench.scoring.mib_protocol.mib_auroc`); None where it is undefined."""
+    from cbench.scoring.faithfulness import edge_score_vector
+    from cbench.scoring.mib_protocol import mib_auroc
+
+    v = mib_auroc(info.artifact.graph, edge_score_vector(info.artifact.graph, doc), info.truth).auroc
+    return float(v) if math.isfinite(v) else None
+
+
+def auroc_by_tier(entries: list["Entry"], bench: dict) -> dict:
+    """``{tier: {entry: {"rank", "mib", "n"}}}``: both AUROC kinds per tier. The bench's methods
+    show the bench's own ``results.auroc_by_tier``; submissions are averaged here with the same
+    routine (:func:`cbench.scoring.mib_protocol.side_by_side`) over the tiers of the bench's
+    ``results.model_kind``."""
+    from cbench.scoring.mib_protocol import side_by_side
+
+    res = bench["results"]
+    kept = res.get("auroc_by_tier")
+    tiers = res.get("model_kind") or {}
+    computed = side_by_side({c: {e.name: e.auroc.get(c) for e in entries} for c in res.get("auroc") or {}},
+                            {c: {e.name: e.auroc_mib.get(c) for e in entries} for c in res.get("auroc") or {}},
+                            tiers, [e.name for e in entries])
+    if kept is None:  # results of a bench older than the MIB column
+        return computed
+    out = {tier: {m: dict(v) for m, v in row.items()} for tier, row in kept.items()}
+    for e in entries:
+        if e.kind != "submission":
+            continue
+        for tier, row in computed.items():
+            if e.name in row:
+                out.setdefault(tier, {})[e.name] = row[e.name]
+    return out
+
+
 def faithfulness_of(info: CaseInfo, doc: dict, bench: dict) -> tuple[float | None, float | None]:
     """CPR and CMD of a submitted document on the bench's pairs for its case (None, None when
     they cannot be measured here)."""
@@ -189,6 +231,7 @@ def gather(results_dir: Path, out: Path, echo: Callable[[str], None] = print):
         e = Entry(m, kind)
         for case in cases:
             e.auroc[case] = auroc[case].get(m)
+            e.auroc_mib[case] = (res.get("auroc_mib") or {}).get(case, {}).get(m)
             e.node_auroc[case] = (res.get("node_auroc") or {}).get(case, {}).get(m)
             e.runtime[case] = (res.get("method_runtime_s") or {}).get(case, {}).get(m)
             f = (faith.get(case) or {}).get(m) or {}
@@ -216,12 +259,17 @@ def gather(results_dir: Path, out: Path, echo: Callable[[str], None] = print):
             if isinstance(named, str) and named and slug(named) == d.name:
                 e.name = named  # the name as submitted (the directory holds its slug)
             e.auroc[case] = r.edge_auroc
+            e.auroc_mib[case] = mib_auroc_of(infos[case], doc)
             e.node_auroc[case] = None if math.isnan(r.node_auroc) else r.node_auroc
             e.runtime[case] = doc.get("runtime_s")
             e.cpr[case], e.cmd[case] = faithfulness_of(infos[case], doc, bench)
             e.scores[case] = doc
         if e.auroc:
             entries.append(e)
+    for tier, row in auroc_by_tier(entries, bench).items():
+        for e in entries:
+            if e.name in row:
+                e.by_tier[tier] = row[e.name]
     return entries, cases, infos, bench
 
 
