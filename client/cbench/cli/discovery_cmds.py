@@ -151,9 +151,12 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
                    f"{int(result.in_graph.sum())} of {rt.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
         for name, score in top:
             click.echo(f"  {score:+.5f}  {name}")
+    say = o.echo if o.wants_document else click.echo
     note = (result.extra or {}).get("protocol")
     if note:  # MIB's code departs from its paper here: say which one this run follows
-        (o.echo if o.wants_document else click.echo)(f"protocol {note}")
+        say(f"protocol {note}")
+    if (result.extra or {}).get("optimal_ablation"):  # --ablation optimal --protocol mib: how, and what could not apply
+        say((result.extra or {})["optimal_ablation"])
 
 
 def _names(value: str | None) -> list[str]:

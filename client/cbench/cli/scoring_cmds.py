@@ -131,6 +131,15 @@ def _mib_auroc_lines(artifact, doc) -> tuple[list[str], dict]:
             f"  edges left after pruning at k = {sizes}"], r.to_dict()
 
 
+def _metric_note(used: str, asked: str | None, protocol: str) -> str | None:
+    """Under ``--protocol mib`` without ``--metric``: which metric MIB's procedure scored with, and why."""
+    if protocol != "mib" or asked is not None:
+        return None
+    from cbench.scoring.mib_protocol import METRIC_NOTES
+
+    return METRIC_NOTES.get(used)
+
+
 def _scoring_case(artifact, split, n_examples, sampled, seed):
     from cbench.scoring.task import case_from_artifact, pair_data
 
@@ -295,8 +304,6 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
         raise UsageError(f"{submission} is for case {doc.get('case')!r}, not case {artifact.case!r}")
     results: dict = {}
     if kind == "edge-scores":
-        from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
-
         res = None
         if artifact.circuit:
             doc, res = _auroc(artifact, submission, signed=None,
@@ -318,15 +325,25 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
 
             spec = METHODS.get(str((doc.get("method") or {}).get("name")))
             construction = spec.construction if spec is not None else "top-n"
-        faith = evaluate_faithfulness(case, data, edge_score_vector(artifact.graph, doc), ablation=ablation,
-                                      metric=metric, construction=construction, protocol=protocol)
+        from cbench.scoring.mib_neurons import document_faithfulness
+
+        faith, level = document_faithfulness(case, data, doc, protocol=protocol, ablation=ablation, metric=metric,
+                                             construction=construction)
         o.echo(f"CPR: {fmt(faith.cpr)}")
         o.echo(f"CMD: {fmt(faith.cmd)}")
-        o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits"
-               + (", MIB protocol: int(k*n) edges, pruned)" if protocol == "mib" else ")"))
+        if level == "neuron":
+            o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, MIB protocol at the neuron "
+                   "level: top int(k*n) of the document's neurons_scores, neuron ablation)")
+        else:
+            o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits"
+                   + (", MIB protocol: int(k*n) edges, pruned)" if protocol == "mib" else ")"))
+        note = _metric_note(faith.metric, metric, protocol)
+        if note:
+            o.echo(f"  metric: {faith.metric} ({note})")
         for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
             o.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
-        results["faithfulness"] = dict(faith.to_dict(), construction=construction, protocol=protocol)
+        results["faithfulness"] = dict(faith.to_dict(), construction=construction, protocol=protocol, level=level,
+                                       **({"metric_note": note} if note else {}))
     else:
         import numpy as np
 
@@ -345,15 +362,23 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
         case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
         selection = doc.get("selection")
         curve = faithfulness_of_circuits(case, data, masks, grid, ablation=ablation, metric=metric,
-                                         absolute=selection == "absolute")
+                                         absolute=selection == "absolute", protocol=protocol)
         if selection != "absolute":
             o.echo(f"CPR: {fmt(curve.area)}" + ("" if selection else " (area under f; selection not stated)"))
         if selection != "signed":
             o.echo(f"CMD: {fmt(curve.distance)}" + ("" if selection else " (area between f and 1)"))
         o.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
+        from cbench.scoring.mib_protocol import mib_metric
+
+        used = metric or (mib_metric(data) if protocol == "mib" else None) or (
+            "kl" if case.task_type == "categorical" else "l2")
+        note = _metric_note(used, metric, protocol)
+        if note:
+            o.echo(f"  metric: {used} ({note})")
         results["faithfulness"] = {"curve": curve.to_dict(), "ablation": ablation, "selection": selection,
                                    "cpr": curve.area if selection != "absolute" else None,
-                                   "cmd": curve.distance if selection != "signed" else None}
+                                   "cmd": curve.distance if selection != "signed" else None, "metric": used,
+                                   **({"metric_note": note} if note else {})}
     rdoc = results_document("evaluation", results, {"submission": file_input(submission), "model": _model_ref(artifact),
                                                     "method": doc.get("method"),
                                                     "data": {"split": split, "n_examples": data.n_examples}},

@@ -66,7 +66,7 @@ def discover(model, data, method: str, params: Mapping[str, Any] | None = None, 
     hp = validate_hyperparameters(method, params)
     if metric is None and hasattr(spec, "default_metric"):  # a method from another package names its own
         metric = spec.default_metric(data.task_type)
-    ctx = prepare(model, data, method, metric, hp.get("ablation", "resample"), progress)
+    ctx = prepare(model, data, method, metric, hp.get("ablation", "resample"), progress, protocol=hp.get("protocol"))
     _mod, fn = spec.load()
     return fn(ctx, **hp)
 
@@ -86,10 +86,16 @@ def to_edge_scores_document(result, case: str, model: Mapping[str, Any] | None =
     model = {k: model.get(k) for k in ("repo", "revision", "kind")}
     nodes_in = result.nodes_in_graph()
     nodes = {}
+    # NAP under --protocol mib: every node's neuron scores, the key of MIB's graph JSON (MIB's
+    # neuron-level CPR/CMD read them: cbench.scoring.mib_neurons)
+    neurons = (result.extra or {}).get("neuron_scores") if result.hyperparameters.get("protocol") == "mib" else None
+    forward = {n: i for i, n in enumerate(g.forward_nodes)}
     for n in g.node_names:
         entry: dict[str, Any] = {"in_graph": bool(nodes_in[n])}
         if result.node_scores and n in result.node_scores:
             entry["score"] = float(result.node_scores[n])
+        if neurons is not None and n in forward:
+            entry["neurons_scores"] = [float(x) for x in neurons[forward[n]]]
         nodes[n] = entry
     edges = {e.name: {"score": float(s), "in_graph": bool(ig)}
              for e, s, ig in zip(g.edges, result.scores, result.in_graph)}

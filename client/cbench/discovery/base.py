@@ -114,6 +114,7 @@ class Context:
     metric_labels: torch.Tensor | None = None  # what the metric compares with (None: the clean model)
     _clean: tuple[torch.Tensor, torch.Tensor] | None = None  # (outputs [B, P, V], node outputs [F, B, P, D])
     _metric: Metric | None = None
+    notes: dict = field(default_factory=dict)  # said in the result's extra (e.g. how MIB's optimal ablation ran)
 
     @property
     def graph(self) -> Graph:
@@ -180,7 +181,7 @@ OWN_CLEAN_PASS = ("eap", "nap")
 
 
 def prepare(model, data: TaskData, method: str, metric: str | None = None, ablation: str = "resample",
-            progress: bool = True) -> Context:
+            progress: bool = True, protocol: str | None = None) -> Context:
     rt = as_runtime(model)
     metric_name = check_metric(metric or default_metric(method, data.task_type), data.task_type)
     if ablation not in ABLATIONS:
@@ -203,7 +204,13 @@ def prepare(model, data: TaskData, method: str, metric: str | None = None, ablat
         with torch.no_grad():
             clean, clean_acts, ctx.ablated = rt.paired_outputs(base, data.source)
         ctx._clean = (ctx.reference_outputs(base, clean), clean_acts)
-    if ablation == "optimal":
+    if ablation == "optimal" and protocol == "mib":  # as MIB's oa.py (runtime/optimal_ablation_mib.py)
+        from cbench.runtime.optimal_ablation_mib import mib_optimal_ablated
+
+        name = "ce" if data.task_type == "categorical" else "mse"
+        loss = make_metric(name, data.task_type, clean_outputs=ctx.clean_outputs, labels=data.labels, valid=data.valid)
+        ctx.ablated, ctx.notes["optimal_ablation"] = mib_optimal_ablated(rt, base, loss)
+    elif ablation == "optimal":
         ctx.ablated = optimal_ablated(rt, data, base, ctx.clean_outputs, progress)
     if ctx._ablated is None and not lazy:
         ctx.ablated = rt.ablated_outputs(base, data.source, ablation, reference=data.source)
@@ -311,6 +318,8 @@ def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: f
     in_graph = ctx.graph.prune_dangling(in_graph)
     hp = {k: v for k, v in params.items() if v is not None}
     hp["metric"] = ctx.metric_name
+    if ctx.notes:  # e.g. how MIB's optimal ablation was learned
+        extra = dict(extra or {}, **ctx.notes)
     return DiscoveryResult(method, hp, ctx.graph, scores, in_graph, ctx.metric_name,
                            ctx.ablation, ctx.data.data_block(), float(time.perf_counter() - (t0 or time.perf_counter())),
                            node_scores, extra or {})

@@ -120,7 +120,8 @@ def mix_node_outputs(x: torch.Tensor, nm: torch.Tensor | None, ablated: torch.Te
                      f0: int, f1: int) -> torch.Tensor:
     """Outputs ``x [B, P, k, D]`` of forward nodes f0..f1-1 under node-mask rows ``nm [C, F]``
     (row c for examples c*B/C ...): ``n * x + (1 - n) * ablated`` (``x`` itself when those
-    entries are all 1 without gradient). ``ablated``: ``[F, B|B/C|1, P|1, D]``."""
+    entries are all 1 without gradient). ``ablated``: ``[F, B|B/C|1, P|1, D]``. Rows ``nm [C, F, D]``
+    mask each output dimension (neuron) on its own (MIB's neuron-level circuits)."""
     if nm is None:
         return x
     alpha = nm[:, f0:f1]  # [C, k]
@@ -135,7 +136,8 @@ def mix_node_outputs(x: torch.Tensor, nm: torch.Tensor | None, ablated: torch.Te
     else:
         a = a.permute(1, 2, 0, 3)[None]  # [1, n|1, P|1, k, D]
     xv = x.reshape(C, n, P, k, D)
-    return (a + alpha[:, None, None, :, None] * (xv - a)).reshape(B, P, k, D)
+    w = alpha[:, None, None, :, :] if alpha.dim() == 3 else alpha[:, None, None, :, None]
+    return (a + w * (xv - a)).reshape(B, P, k, D)
 
 def edge_names_to_mask(graph: Graph, names: Iterable[str]) -> np.ndarray:
     """Boolean edge vector of ``names`` (q/k/v-level names, or head-level names meaning all three)."""

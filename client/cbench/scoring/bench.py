@@ -548,15 +548,18 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
 
 
 def _faithfulness(sc, data, graph, doc, protocol: str | None = None) -> dict:
-    """CPR and CMD of one method's scores on one model (MIB's faithfulness metrics)."""
-    from cbench.scoring.faithfulness import edge_score_vector, evaluate_faithfulness
+    """CPR and CMD of one method's scores on one model (MIB's faithfulness metrics); under the mib
+    protocol NAP's at MIB's neuron level, and IOI's with MIB's logit difference."""
+    from cbench.scoring.mib_neurons import document_faithfulness
 
     try:
-        res = evaluate_faithfulness(sc, data, edge_score_vector(graph, doc), protocol=protocol or "cbench")
+        res, level = document_faithfulness(sc, data, doc, protocol=protocol or "cbench",
+                                           construction="auto" if protocol == "mib" else "top-n")
     except CbenchError:
         return {"cpr": None, "cmd": None}
     clean = lambda x: float(x) if math.isfinite(x) else None
-    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd)}
+    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd), "metric": res.metric,
+            **({"level": level} if level != "edge" else {})}
 
 
 def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list[str],

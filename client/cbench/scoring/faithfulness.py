@@ -74,16 +74,27 @@ def edge_score_vector(graph, doc: Mapping) -> np.ndarray:
     return np.array([float(edges[name]["score"]) for name in graph.edge_names], dtype=np.float64)
 
 
-def task_metric(case, data, metric: str | None = None):
+def task_metric(case, data, metric: str | None = None, protocol: str = "cbench"):
     """The loss m is built from: a :class:`cbench.tasks.metrics.Metric` bound to the data's labels
-    (or the clean model's outputs)."""
+    (or the clean model's outputs; ``logit_diff``: the data's (correct, wrong) answers). Default:
+    kl/l2; under ``protocol="mib"`` MIB's metric for the task where the data has answer pairs
+    (:func:`cbench.scoring.mib_protocol.mib_metric`: logit difference on IOI)."""
     from cbench.tasks import metrics as M
 
+    if metric is None and protocol == "mib":
+        from cbench.scoring.mib_protocol import mib_metric
+
+        metric = mib_metric(data)
     name = metric or ("kl" if case.task_type == "categorical" else "l2")
     M.check_metric(name, case.task_type)
-    if name == "logit_diff":
-        raise UsageError("faithfulness here supports kl, l2, ce, mae and mse (logit_diff needs answer pairs)")
     clean = case.runtime.clean(data.base)
+    if name == "logit_diff":
+        answers = getattr(data, "answers", None)
+        if answers is None:
+            raise UsageError("metric logit_diff needs each pair's (correct, wrong) answer, which only the IOI "
+                             "task's data carries; choose kl, ce or leave out --metric")
+        return M.make_metric(name, case.task_type, clean_outputs=clean, labels=answers,
+                             valid=getattr(data, "valid", None)), clean
     labels = None if name in ("kl", "l2") else data.labels
     return M.make_metric(name, case.task_type, clean_outputs=clean, labels=labels,
                          valid=getattr(data, "valid", None)), clean
@@ -135,7 +146,7 @@ def faithfulness_curve(case, data, scores, absolute: bool = False, ablation: str
 
 def faithfulness_of_circuits(case, data, masks: np.ndarray, grid: Sequence[float], ablation: str = "resample",
                              metric: str | None = None, positional: bool = True, absolute: bool = False,
-                             _bound=None) -> FaithfulnessCurve:
+                             _bound=None, protocol: str = "cbench") -> FaithfulnessCurve:
     """f of given circuits (boolean masks ``[len(grid), n_edges]``, e.g. a circuits-at-sizes
     submission), one per size of ``grid``."""
     rt = case.runtime
@@ -144,7 +155,7 @@ def faithfulness_of_circuits(case, data, masks: np.ndarray, grid: Sequence[float
     if masks.shape != (len(grid), graph.n_edges):
         raise UsageError(f"need one circuit per size: masks of shape ({len(grid)}, {graph.n_edges}), got {masks.shape}")
     all_masks = np.concatenate([np.zeros((1, graph.n_edges), bool), masks, np.ones((1, graph.n_edges), bool)])
-    metric_fn, _ = _bound if _bound is not None else task_metric(case, data, metric)
+    metric_fn, _ = _bound if _bound is not None else task_metric(case, data, metric, protocol)
     with torch.no_grad():
         outs = rt.run_masks(data.base, torch.as_tensor(all_masks, dtype=torch.float32), source=data.source,
                             ablation=ablation, reference=data.base, positional=positional)
@@ -184,7 +195,7 @@ def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric
     """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector;
     circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`) and
     ``protocol`` (``cbench``, or ``mib``: pruned, ``int(k·n)`` edges)."""
-    bound = task_metric(case, data, metric)
+    bound = task_metric(case, data, metric, protocol)
     cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction,
                                    protocol)
     cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction,

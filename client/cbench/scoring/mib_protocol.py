@@ -25,6 +25,11 @@ What the reference code does, and what this module reproduces:
 * **CPR / CMD circuits** (``evaluation.py::evaluate_area_under_curve``): ``int(pct · n_edges)``
   edges (0 at the smallest sizes of a small graph: the empty circuit), top-n (or greedy for
   methods MIB runs greedily, IFR), signed for CPR and absolute for CMD, pruned.
+* **The metric** (``metrics.py::logit_diff`` with ``loss=False``, ``dataset.py``'s IOI labels):
+  on IOI the logit of the indirect object minus the subject's at the last position, averaged
+  over examples (:func:`mib_metric`; the data carries the pairs, ``TaskData.answers``). Tasks
+  without answer pairs (the SIIT, Tracr and stress models: MIB's code has no metric for them)
+  keep cbench's default (KL to the full model, L2 for numerical outputs).
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ __all__ = [
     "greedy_count",
     "mib_auroc",
     "mib_key",
+    "mib_metric",
+    "METRIC_NOTES",
     "random_mib_auroc",
     "side_by_side",
     "side_by_side_markdown",
@@ -65,6 +72,19 @@ def check_protocol(protocol: str) -> str:
     if protocol not in PROTOCOLS:
         raise UsageError(f"unknown protocol {protocol!r}; choose one of: {', '.join(PROTOCOLS)}")
     return protocol
+
+
+METRIC_NOTES = {
+    "logit_diff": "MIB's metric for IOI: logit of the indirect object minus the subject's at the answer position",
+    "kl": "MIB's code has no metric for this task; cbench's default, KL from the full model",
+    "l2": "MIB's code has no metric for this task; cbench's default, squared distance to the full model",
+}
+
+
+def mib_metric(data) -> str | None:
+    """The metric MIB's code scores the task's CPR/CMD with: ``logit_diff`` when the data carries
+    (correct, wrong) answer pairs (IOI), else None (cbench's default)."""
+    return "logit_diff" if getattr(data, "answers", None) is not None else None
 
 
 def greedy_count(pct: float, n_edges: int) -> int:

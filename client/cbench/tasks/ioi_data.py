@@ -6,6 +6,12 @@ with the model's word-level vocabulary (``meta.json`` ``input_tokens`` and the s
 ``meta["dataset"]``), BOS first, right-padded with PAD; a counterfactual has its base's length
 (names are single words), so base and source align position by position. Only the last real
 position (where the answer is predicted) is valid: the IOI model is trained and scored there.
+
+Each pair carries its base prompt's answers (``TaskData.answers``, ``[N, 2]``): the token of the
+indirect object (correct) and of the subject (wrong), from the row's ``metadata`` -- MIB's IOI
+labels (``dataset.py``: ``[correct_idx, incorrect_idx]`` of the clean prompt for every
+counterfactual), which its logit-difference metric reads at the last position. A row without
+``metadata`` (an older export) takes them from ``choices``/``answerKey`` instead.
 """
 
 from __future__ import annotations
@@ -49,12 +55,32 @@ def encode(prompt: str, meta: Mapping) -> list[int]:
     return ids
 
 
+def answer_pair(row: Mapping, meta: Mapping, i: int = 0) -> tuple[int, int]:
+    """(correct, wrong) token ids of a row's prompt: the indirect object and the subject."""
+    md = row.get("metadata") or {}
+    io, subject = md.get("indirect_object"), md.get("subject")
+    if io is None or subject is None:
+        choices, key = list(row.get("choices") or []), row.get("answerKey")
+        if len(choices) != 2 or key not in (0, 1):
+            raise UsageError(f"IOI row {i} names no indirect object and subject (metadata) and no two choices "
+                             "with an answerKey")
+        io, subject = choices[key], choices[1 - key]
+    ids = []
+    for name in (io, subject):
+        enc = encode(str(name), meta)
+        if len(enc) != 2:
+            raise UsageError(f"IOI row {i}: the answer {name!r} is not a single token of the IOI model")
+        ids.append(enc[1])
+    return ids[0], ids[1]
+
+
 def pairs_from_rows(rows: Sequence[Mapping], meta: Mapping, counterfactuals: Sequence[str] = COUNTERFACTUALS,
                     split: str = "validation", dataset: str | None = None, revision: str | None = None) -> TaskData:
     """TaskData of (prompt, counterfactual prompt) pairs, one per row and counterfactual column."""
-    bases, sources = [], []
+    bases, sources, answers = [], [], []
     for i, r in enumerate(rows):
         b = encode(r["prompt"], meta)
+        ans = answer_pair(r, meta, i)
         for cf in counterfactuals:
             if cf not in r or r[cf] is None:
                 raise UsageError(f"IOI row {i} has no counterfactual column {cf!r}")
@@ -62,6 +88,7 @@ def pairs_from_rows(rows: Sequence[Mapping], meta: Mapping, counterfactuals: Seq
             if len(s) == len(b):
                 bases.append(b)
                 sources.append(s)
+                answers.append(ans)
     if not bases:
         raise UsageError("no IOI pairs: the split is empty")
     P = max(len(b) for b in bases)
@@ -74,7 +101,8 @@ def pairs_from_rows(rows: Sequence[Mapping], meta: Mapping, counterfactuals: Seq
         source[i, : len(s)] = torch.tensor(s)
         valid[i, len(b) - 1] = True
     return TaskData(base, source, None, valid, "categorical", split=split, dataset=dataset, revision=revision,
-                    info={"origin": "ioi counterfactuals", "counterfactuals": list(counterfactuals)})
+                    info={"origin": "ioi counterfactuals", "counterfactuals": list(counterfactuals)},
+                    answers=torch.tensor(answers, dtype=torch.long))
 
 
 def load_ioi_pairs(meta: Mapping, split: str = "validation", n_examples: int | None = None,
