@@ -183,6 +183,34 @@ def test_das_does_not_depend_on_the_global_rng(shared):
     assert not torch.equal(ivs[0].Q().detach(), Qs[0])
 
 
+@pytest.mark.parametrize("featurizer", ["das", "dbm-sae"])
+def test_locations_trained_side_by_side_equal_each_trained_alone(featurizer):
+    """The track fits a featurizer at every location in one optimisation (each location on its own
+    copy of every batch): the same parameters, bit for bit, as fitting each location alone,
+    a two-component location among them."""
+    from cbench.localization.featurizers import fit, fit_many
+    from cbench.localization.sae import artifact_saes
+    from cbench.localization.variables import parse_location
+
+    a = art("var-spread-1")
+    model, v = a.load_model(), variable(a, "A")
+    assert "+" in v.aligned
+    train, _ = load_variable_data(a, v, n_train=128, n_test=8)
+    locs = [parse_location(n, model.cfg) for n in ("m0", "a0.h1", v.aligned, "resid.1")]
+    spec, saes = FeaturizerSpec(featurizer, steps=6, seed=0, batch_size=32), artifact_saes(a)
+    together = fit_many(model, locs, spec, train, v.n_dims, saes=saes)
+    for loc, (ivs, info) in zip(locs, together):
+        alone, info_alone = fit(model, loc, spec, train, v.n_dims, saes=saes)
+        assert len(ivs) == len(loc.parts) == len(alone)
+        for x, y in zip(ivs, alone):
+            mine = x.Q() if featurizer == "das" else x.mask_logits
+            theirs = y.Q() if featurizer == "das" else y.mask_logits
+            assert torch.equal(mine.detach(), theirs.detach())
+        assert info["final_loss"] == info_alone["final_loss"] and info["k"] == info_alone["k"]
+    losses = {info["final_loss"] for _, info in together}
+    assert len(losses) == len(locs)  # the locations were trained on their own losses
+
+
 def test_cli_bad_iia_unit_is_one_line(capsys):
     code, _stdout, err = run(capsys, "localize", str(MODELS / "var-shared-1" / "v1.0.0"), "--variable", "A",
                              "--iia-unit", "token")

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cbench.errors import UsageError
-from cbench.localization.featurizers import FeaturizerSpec, fit
+from cbench.localization.featurizers import FeaturizerSpec, fit_many
 from cbench.localization.variables import (
     Location,
     Variable,
@@ -232,9 +232,9 @@ def localize(artifact, var_name: str, spec: FeaturizerSpec, locations: Sequence[
     if spec.name == "dbm-sae" and saes is None:
         saes = artifact_saes(artifact)
     rows = []
-    for n in names:
+    fitted = fit_many(model, [locs[n] for n in names], spec, train, var.n_dims, saes=saes)  # side by side
+    for n, (ivs, info) in zip(names, fitted):
         loc = locs[n]
-        ivs, info = fit(model, loc, spec, train, var.n_dims, saes=saes)
         per = {ds: iia(model, loc, ivs, t, unit=iia_unit) for ds, t in tests.items()}
         a = sum(x[0] for x in per.values()) / len(per)
         chs = [x[1] for x in per.values() if x[1] == x[1]]

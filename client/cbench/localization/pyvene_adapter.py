@@ -16,6 +16,10 @@ through:
 * :func:`intervenable` / :func:`interchange` -- an ``IntervenableModel`` over one or more sites
   (intervened together, one source run) and its interchange forward, returning logits;
 * :func:`collect` -- a site's activations (pyvene's ``CollectIntervention``), e.g. for PCA.
+* :class:`HookedInterchange` -- the same interchange as :func:`interchange` with plain forward
+  hooks on the model's hook points and the sources' activations computed once: what fitting a
+  featurizer runs at every optimiser step (pyvene's per-call overhead was most of a fit's time on
+  the small models; the outputs are equal to pyvene's, tested). IIA is always scored by pyvene.
 
 pyvene 0.1.8 quirks handled here (read from its source; none leaks out of this module):
 
@@ -69,6 +73,7 @@ __all__ = [
     "PYVENE_VERSION",
     "SITE_KINDS",
     "BasisIntervention",
+    "HookedInterchange",
     "MaskIntervention",
     "Site",
     "collect",
@@ -353,3 +358,88 @@ def collect(model: HookedTransformer, site: Site, inputs: torch.Tensor, batch_si
                 a = a[:, 0]
             chunks.append(a.detach())
     return torch.cat(chunks, 0)
+
+
+# ---------------------------------------------------------------------------- the interchange as plain hooks
+_HOOK_NAMES = {
+    "resid_pre": "blocks.%d.hook_resid_pre",
+    "resid_post": "blocks.%d.hook_resid_post",
+    "mlp_out": "blocks.%d.hook_mlp_out",
+    "attn_out": "blocks.%d.hook_attn_out",
+    "head_z": "blocks.%d.attn.hook_z",
+    "head_result": "blocks.%d.attn.hook_result",
+}
+
+
+def _index(site: Site):
+    """The index of the site's vectors ``[batch, positions, width]`` in its hook point's output."""
+    pos = slice(None) if site.positions is None else list(site.positions)
+    return (slice(None), pos) if site.head is None else (slice(None), pos, site.head)
+
+
+class HookedInterchange:
+    """:func:`interchange` of ``interventions`` at ``sites`` without pyvene: the sources' vectors
+    at the sites (:meth:`sources`, from an unintervened run) replace the base's through each
+    intervention, in one forward pass of the base with forward hooks on the sites' hook points
+    (registered for the call and removed after it). For fitting featurizers: gradients flow to the
+    interventions' parameters as through pyvene's.
+
+    ``group`` (one index per site, default all 0) runs several interchanges side by side: the
+    base batch is repeated once per group, and site ``i`` acts only on copy ``group[i]`` (the
+    logits of copy ``g`` are rows ``g * B`` to ``(g + 1) * B``)."""
+
+    def __init__(self, model: HookedTransformer, sites: Sequence[Site], interventions: Sequence,
+                 group: Sequence[int] | None = None):
+        if len(sites) != len(interventions) or not sites:
+            raise ValueError("one intervention per site, and at least one site")
+        group = [0] * len(sites) if group is None else [int(g) for g in group]
+        if len(group) != len(sites) or min(group) < 0:
+            raise ValueError("one group index (0 or more) per site")
+        prepare(model)
+        for s in sites:
+            s.check(model)
+        self.model, self.sites, self.interventions, self.group = model, list(sites), list(interventions), group
+        self.n_groups = max(group) + 1
+        self.modules = [model.hook_dict[_HOOK_NAMES[s.kind] % s.layer] for s in self.sites]
+
+    def _run(self, inputs: torch.Tensor, hook_fn) -> torch.Tensor:
+        by_module: dict[int, list[int]] = {}
+        for i, m in enumerate(self.modules):
+            by_module.setdefault(id(m), []).append(i)
+        handles = [self.modules[ix[0]].register_forward_hook(hook_fn(ix)) for ix in by_module.values()]
+        try:
+            return self.model(inputs)
+        finally:
+            for h in handles:
+                h.remove()
+
+    @torch.no_grad()
+    def sources(self, source: torch.Tensor) -> list[torch.Tensor]:
+        """Each site's vectors on ``source``: ``[batch, positions, width]`` per site."""
+        acts: list = [None] * len(self.sites)
+
+        def keep(ix):
+            def fn(_module, _inputs, out):
+                for i in ix:
+                    acts[i] = out[_index(self.sites[i])].detach().clone()
+            return fn
+
+        self._run(source, keep)
+        return acts
+
+    def __call__(self, base: torch.Tensor, source_acts: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Logits of the model on ``base`` (repeated once per group) with each site's vectors
+        interchanged from ``source_acts`` (:meth:`sources` of the source inputs, row for row)."""
+        B = base.shape[0]
+
+        def swap(ix):
+            def fn(_module, _inputs, out):
+                out = out.clone()
+                for i in ix:
+                    rows = slice(self.group[i] * B, (self.group[i] + 1) * B)
+                    idx = (rows, *_index(self.sites[i])[1:])
+                    out[idx] = self.interventions[i](out[idx], source_acts[i].to(out.dtype))
+                return out
+            return fn
+
+        return self._run(base.repeat(self.n_groups, 1) if self.n_groups > 1 else base, swap)
