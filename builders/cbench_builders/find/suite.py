@@ -9,7 +9,8 @@ trains the two-layer ReLU MLPs that approximate 15 % of the numeric functions, a
     <out>/find/numeric/mlp.safetensors          # every MLP's weights, keys "<id>.w1" ... "<id>.b2"
     <out>/find/strings/test-00000-of-00001.parquet
 
-Same seed, same sizes: same bytes (the MLPs are trained with one torch thread from a fixed seed).
+The MLPs are trained as FIND trains them (:mod:`cbench_builders.find.mlp`) and the card states
+each one's fit. Same seed, same sizes: same bytes (numpy float64 training from a fixed seed).
 The paper's language-model-backed "synthetic neural modules" need a Vicuna server and are not built.
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 import cbench
 from cbench.errors import UsageError
 from cbench.find import functions as F
+from cbench_builders.find import mlp as M
 from cbench_builders.release.cards import render_card, size_category
 from cbench_builders.release.parquet import write_parquet
 
@@ -40,9 +42,7 @@ NUMERIC_SHARES = {"atomic": 0.40, "noisy": 0.15, "corrupted": 0.15, "composition
 STRING_SHARES = {"atomic": 0.20, "copycat": 0.10, "composition": 0.70}
 MLP_FAMILIES = ("linear", "polynomial", "absolute", "relu", "leaky_relu", "sigmoid", "tanh", "sin", "gaussian",
                 "step", "rectangle")
-MLP_HIDDEN = 32
-MLP_POINTS = 2000
-MLP_STEPS = 1500
+MLP_HIDDEN = M.FIND_RECIPE.hidden
 N_STRING_TESTS = 10
 
 WORDS = """apple banana cherry dog elephant forest garden house island jungle kitten lemon mountain night
@@ -160,52 +160,6 @@ def _counts(n: int, shares: dict) -> dict:
     return counts
 
 
-def train_mlps(targets: dict[str, dict], seed: int) -> dict[str, np.ndarray]:
-    """Train one 1-H-1 ReLU MLP per target spec on ``MLP_POINTS`` points of (-100, 100), all at
-    once (batched), with one torch thread from a fixed seed; normalisation is folded into the
-    stored weights so ``mlp_forward`` needs nothing else."""
-    import torch
-
-    if not targets:
-        return {}
-    keys = list(targets)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        g = torch.Generator().manual_seed(seed)
-        xs = torch.rand(MLP_POINTS, generator=g, dtype=torch.float64) * 200 - 100
-        ys = np.stack([F.numeric_mean(targets[k], xs.numpy()) for k in keys])  # (M, N)
-        mean = ys.mean(axis=1, keepdims=True)
-        sd = ys.std(axis=1, keepdims=True)
-        sd[sd < 1e-8] = 1.0
-        y = torch.tensor((ys - mean) / sd, dtype=torch.float32).unsqueeze(-1)  # (M, N, 1)
-        x = (xs / 100).to(torch.float32).view(1, -1, 1).expand(len(keys), -1, -1)
-        m, h = len(keys), MLP_HIDDEN
-        w1 = (torch.randn(m, 1, h, generator=g) * 2.0).requires_grad_()
-        b1 = (torch.rand(m, 1, h, generator=g) * 4 - 2).requires_grad_()
-        w2 = (torch.randn(m, h, 1, generator=g) / math.sqrt(h)).requires_grad_()
-        b2 = torch.zeros(m, 1, 1).requires_grad_()
-        opt = torch.optim.Adam([w1, b1, w2, b2], lr=1e-2)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, MLP_STEPS)
-        for _ in range(MLP_STEPS):
-            opt.zero_grad()
-            pred = torch.bmm(torch.relu(torch.bmm(x, w1) + b1), w2) + b2
-            loss = ((pred - y) ** 2).mean(dim=(1, 2)).sum()
-            loss.backward()
-            opt.step()
-            sched.step()
-    finally:
-        torch.set_num_threads(threads)
-    out = {}
-    with torch.no_grad():
-        for i, k in enumerate(keys):
-            out[f"{k}.w1"] = (w1[i, 0, :] / 100).double().numpy().reshape(h, 1).astype(np.float32)
-            out[f"{k}.b1"] = b1[i, 0, :].double().numpy().astype(np.float32)
-            out[f"{k}.w2"] = (w2[i, :, 0].double().numpy() * sd[i, 0]).reshape(1, h).astype(np.float32)
-            out[f"{k}.b2"] = np.array([b2[i, 0, 0].item() * sd[i, 0] + mean[i, 0]], dtype=np.float32)
-    return out
-
-
 # --------------------------------------------------------------------------- string sampling
 def _letter(rng, pool=F.ALPHABET) -> str:
     return str(pool[int(rng.integers(len(pool)))])
@@ -299,7 +253,11 @@ def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_st
         if sub == "neural":
             spec["key"] = fid
         numeric.append((fid, sub, spec))
-    weights = train_mlps({f: sp["target"] for f, _, sp in numeric if sp["kind"] == "mlp"}, seed)
+    targets = {f: sp["target"] for f, _, sp in numeric if sp["kind"] == "mlp"}
+    c0 = time.process_time()
+    weights, final_loss = M.train(targets, seed)
+    summary["mlp_cpu_seconds"] = round(time.process_time() - c0, 1)
+    fits = M.measure_fits(weights, targets, seed, final_loss)
     if n_numeric:
         rows = {k: [] for k in ("id", "subcategory", "family", "spec", "code", "domain", "corrupted",
                                 "interval_lo", "interval_hi", "noise")}
@@ -325,7 +283,8 @@ def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_st
         write_parquet(table, root / "numeric" / DATA_FILE)
         if weights:
             tmp = root / "numeric" / f".{MLP_FILE}.tmp"
-            save_file({k: weights[k] for k in sorted(weights)}, str(tmp), metadata={"format": "cbench-find-mlp"})
+            save_file({k: weights[k] for k in sorted(weights)}, str(tmp),
+                      metadata={"format": "cbench-find-mlp", "recipe": json.dumps(M.FIND_RECIPE.as_dict())})
             tmp.replace(root / "numeric" / MLP_FILE)
         elif (root / "numeric" / MLP_FILE).exists():
             (root / "numeric" / MLP_FILE).unlink()
@@ -361,7 +320,8 @@ def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_st
         "size_category": size_category(n_numeric + n_strings), "seed": seed, "n_numeric": n_numeric,
         "n_strings": n_strings, "numeric_counts": summary.get("numeric", {}),
         "string_counts": summary.get("strings", {}), "grid": f"[{F.GRID_LO:g}, {F.GRID_HI:g}] in {F.GRID_N} points",
-        "mlp_hidden": MLP_HIDDEN, "mlp_points": MLP_POINTS, "mlp_steps": MLP_STEPS,
+        "mlp": M.FIND_RECIPE, "mlp_families": ", ".join(MLP_FAMILIES), "mlp_fits": fits, "mlp_summary": M.summarise(fits),
+        "fit_points": M.FIT_POINTS, "test_range": M.TEST_RANGE,
         "families": ", ".join(F.NUMERIC_FAMILIES), "composable": ", ".join(F.COMPOSABLE),
         "string_ops": ", ".join(F.STRING_OPS), "copycat_ops": ", ".join(F.COPYCAT_OPS),
         "cbench_version": cbench.__version__,
@@ -383,4 +343,5 @@ def build_find_cmd(out, seed, n_numeric, n_strings):
     """Build the FIND suite (numeric and string functions with known answers) as a dataset."""
     s = build_suite(out, seed, n_numeric, n_strings)
     click.echo(f"find: numeric {s.get('numeric', {})}, strings {s.get('strings', {})}; "
-               f"{s['bytes'] / 1024:.0f} KiB in {s['seconds']} s under {Path(out) / 'find'}")
+               f"{s['bytes'] / 1024:.0f} KiB in {s['seconds']} s under {Path(out) / 'find'}"
+               + (f"; MLP training {s['mlp_cpu_seconds']} CPU s" if "mlp_cpu_seconds" in s else ""))
