@@ -15,14 +15,17 @@ from cbench.cli.output import Output, json_option
               help="directory of the site (index.html, cases/, methods/, img/): new, empty, or an earlier "
                    "report; its parent must exist")
 @click.option("--against", default=None, help="the method p-values and A12 compare with [default: acdc]")
+@click.option("--variables", default=None, type=click.Path(exists=True),
+              help="the results of `cbench bench --track causal-variables --out DIR` (DIR or its results.json): "
+                   "adds the featurizer leaderboard (featurizers.html)")
 @json_option
-def report(results, out_dir, against, as_json):
+def report(results, out_dir, against, variables, as_json):
     """Turn the results of `cbench bench --out RESULTS` (and the submissions kept in the site)
     into a static site that works from file://; prints the path of its index.html."""
     from cbench.report import build_report
 
     index = build_report(results, out_dir, against=against, echo=lambda s: click.echo(s, err=True),
-                         progress="off" if as_json else "auto")
+                         progress="off" if as_json else "auto", variables=variables)
     if as_json:
         Output(True).emit({"index": str(index.resolve()), "site": str(index.resolve().parent),
                            "results": str(results)})

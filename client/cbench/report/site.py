@@ -7,6 +7,8 @@ Layout of OUT::
                                the entries over the same cases; the box plot and the difference plot
     stress.html                the stress tier (when the bench ran it): method x mechanism tables,
                                per-class AUROC, the cards' predictions, the discrimination statistics
+    featurizers.html           with ``--variables DIR``: the causal-variable track's featurizer
+                               leaderboard, read from DIR/results.json (report/featurizers.py)
     cases/<case>.html          ROC curves; the ground-truth circuit, and each entry's top edges on it
     methods/<slug>.html        one entry's AUROC, CPR and CMD per case, runtimes, tests against the others
     img/*.svg                  the circuit drawings
@@ -58,16 +60,20 @@ def json_for_script(doc) -> str:
 
 
 def build_report(results_dir: str | Path, out_dir: str | Path, against: str | None = None,
-                 echo: Callable[[str], None] = print, progress: str = "off") -> Path:
+                 echo: Callable[[str], None] = print, progress: str = "off",
+                 variables: str | Path | None = None) -> Path:
     """Write the site into ``out_dir``; the path of its index.html. ``progress``: ``auto`` shows
-    k of N pages and an ETA on standard error (:mod:`cbench.scoring.progress`)."""
+    k of N pages and an ETA on standard error (:mod:`cbench.scoring.progress`). ``variables``: the
+    results of ``cbench bench --track causal-variables`` (adds the featurizer leaderboard)."""
     from cbench.files.safe_io import output_directory
+    from cbench.report.featurizers import read_track
     from cbench.report.figures import case_figures, circuits, leaderboard_data
     from cbench.scoring.progress import Progress
     from cbench.scoring.report import write_bytes_atomic
 
     results_dir, out = Path(results_dir), output_directory(out_dir, "--html")
     check_report_directory(out)
+    fb = read_track(variables) if variables is not None else None
     entries, cases, infos, bench = gather(results_dir, out, echo)
     if not entries or not cases:
         raise UsageError(f"{results_dir}: the bench results have no scored case")
@@ -84,11 +90,13 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
     for asset in ASSETS:
         shutil.copyfile(_HERE / "static" / asset, out / "assets" / asset)
     stress = bench["results"].get("stress") or {}
-    prog = Progress(len(cases) + len(entries) + 1 + bool(stress), "report", mode=progress, echo=lambda _s: None)
+    prog = Progress(len(cases) + len(entries) + 1 + bool(stress) + bool(fb), "report", mode=progress,
+                    echo=lambda _s: None)
     try:
         stats = comparisons(entries)
         full, partial = split_by_coverage(entries, cases)
         env = _jinja()
+        env.globals["has_variables"] = fb is not None
         common = {"fmt": fmt, "fmt_p": fmt_p, "bench": bench, "cases": cases, "entries": entries,
                   "infos": infos, "against": against, "stats": stats, "results_dir": str(results_dir),
                   "n_submissions": sum(e.kind == "submission" for e in entries), "has_stress": bool(stress),
@@ -114,6 +122,10 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
             pages[out / "stress.html"] = env.get_template("stress.html.j2").render(
                 root="", stress=stress_view(stress, entries), **common)
             prog.done("stress tier")
+        if fb is not None:
+            prog.start("featurizers")
+            pages[out / "featurizers.html"] = env.get_template("featurizers.html.j2").render(root="", fb=fb, **common)
+            prog.done("featurizers")
         for e in entries:
             prog.start(f"method {e.name}")
             pages[out / "methods" / f"{e.slug}.html"] = env.get_template("method.html.j2").render(
@@ -124,7 +136,8 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
     finally:
         prog.close()
     site = {"schema": SITE_SCHEMA, "results": str(results_dir.resolve()), "against": against,
-            "entries": names, "cases": cases}
+            "entries": names, "cases": cases,
+            "variables": None if variables is None else str(Path(variables).resolve())}
     write_bytes_atomic(out / "site.json", (json.dumps(site, indent=1) + "\n").encode())
     return out / "index.html"
 

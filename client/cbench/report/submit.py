@@ -110,5 +110,5 @@ def submit(file: str | Path, report_dir: str | Path, case: str | None = None, na
     dest.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(dest, (json.dumps(doc, indent=1) + "\n").encode())
     echo(f"{file}: valid ({fmt}) for case {case} ({info.model}); edge AUROC {r.edge_auroc:.4f}; kept as {dest}")
-    index = build_report(results_dir, out, against=site.get("against"), echo=echo)
+    index = build_report(results_dir, out, against=site.get("against"), echo=echo, variables=site.get("variables"))
     return Submission(name, case, dest, r.edge_auroc, r.node_auroc, index)
