@@ -1,7 +1,9 @@
 """``cbench verify``: recompute a released model's claims on fresh pairs, by a path that does not
 share the trainer's: ``artifact`` picks the pairs and gates a model's kind calls for; ``gates``:
 node, edge and calibration gates; ``mechanisms``: the stress tier's gates (a planted mechanism
-proved numerically, each circuit edge necessary in its context, a floor below the circuit).
+proved numerically, each circuit edge necessary in its context, a floor below the circuit);
+``edge_patching``: every edge ablated alone, as a forward from its destination on (the floor
+gate's pass).
 
 May import everything below it: scoring, discovery, runtime, tasks, artifacts, hub, schemas,
 graph, files, errors.
