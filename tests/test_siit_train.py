@@ -73,7 +73,10 @@ def test_edge_strictness_silences_the_edges_outside_the_ground_truth(tracr_dir):
     from cbench.tasks.data import sample_pairs
     from cbench.verify.gates import edge_gates
 
-    longer = dict(epochs=10, lr_decay_epochs=10)  # about 15 CPU seconds for both
+    # about 15 CPU seconds for both; the figures below were measured with the edge term's source
+    # pass separate (edge_sources "shared" gives the same loss and gradient to 1e-5, see
+    # test_siit_resume.py, but 10 epochs at lr 1e-2 end elsewhere: IIA 0.98 at seed 42, 0.998 at 43)
+    longer = dict(epochs=10, lr_decay_epochs=10, edge_sources="separate")
     node_only, data = _trainer(tracr_dir, **longer)
     node_only.train(data, progress=False)
     edge, _ = _trainer(tracr_dir, edge_weight=1.0, **longer)

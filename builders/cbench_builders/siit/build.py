@@ -118,7 +118,7 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
 
 def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, overrides: dict | None = None,
                progress: bool = True, keep_failed: bool = False, failed_dir: Path | None = None,
-               log=None, gate_pairs: int | None = None) -> SIITOutcome:
+               log=None, gate_pairs: int | None = None, checkpoint_dir: Path | None = None) -> SIITOutcome:
     from cbench.artifacts.model import read_model_artifact, write_model_artifact
     from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.cases.specs import load_case
@@ -170,7 +170,8 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
 
     trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg, none_class=none_class,
                           truth_edges=truth_edges, invariant_edges=invariant)
-    result = trainer.train(data, progress=progress, log=log)
+    checkpoint = Path(checkpoint_dir) / f"{name}.pt" if checkpoint_dir is not None else None
+    result = trainer.train(data, progress=progress, log=log, checkpoint=checkpoint)
 
     # final validation: fresh pairs (another seed), metrics and node effects on the same pairs
     pairs = trainer.eval_pairs(data.val, FINAL_EVAL_FACTOR * cfg.eval_pairs, seed=cfg.seed + 2,
@@ -295,11 +296,13 @@ class SIITTask:
     keep_failed: bool
     failed_dir: Path | None
     progress: bool
+    checkpoint_dir: Path | None = None
 
 
 def train_task(task: SIITTask) -> SIITOutcome:
     return train_case(task.case, task.tracr_dir, task.out_dir, iit=task.iit, overrides=task.overrides,
-                      keep_failed=task.keep_failed, failed_dir=task.failed_dir, progress=task.progress)
+                      keep_failed=task.keep_failed, failed_dir=task.failed_dir, progress=task.progress,
+                      checkpoint_dir=task.checkpoint_dir)
 
 
 def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
@@ -408,11 +411,14 @@ def format_table(rows: list[SIITOutcome]) -> str:
                    "[default: the case spec's, else --target]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
+@click.option("--checkpoint-dir", type=click.Path(path_type=Path), default=None,
+              help="save each case's training state here after every epoch (<name>.pt) and continue from it "
+                   "when it is there: a stopped run resumes where it was")
 @executor_options
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, cpu_limit, keep_failed, failed_dir,
                    source_gradients,
-                   edge_weight, edge_target, no_progress, resume, executor, ray_address, workers):
+                   edge_weight, edge_target, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
@@ -433,7 +439,8 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
             continue
         tasks.append(SIITTask(case, Path(tracr_dir).resolve(), Path(out_dir).resolve(), iit, overrides, keep_failed,
                               None if failed_dir is None else Path(failed_dir).resolve(),
-                              not no_progress and ex.name == "local"))
+                              not no_progress and ex.name == "local",
+                              None if checkpoint_dir is None else Path(checkpoint_dir).resolve()))
     errors = []
 
     def on_result(task, outcome, n, total):

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 ALGORITHMS = ("algorithm-1", "summed")
 EDGE_SAMPLINGS = ("mixed", "bernoulli")
 LENGTH_WEIGHTINGS = ("equal", "inputs")
+EDGE_SOURCES = ("shared", "separate")
 
 
 @dataclass
@@ -48,12 +49,25 @@ class TrainingConfig:
     # case: "equal", or "inputs" (in proportion to each length's number of inputs, as the
     # counterfactuals dataset draws its pairs, so the longest inputs weigh most)
     length_weighting: str = "equal"
+    # the share of each length's bases and sources drawn with equal weight per distinct label
+    # sequence (the rest uniformly): 0 draws uniformly; case 124's all-equal inputs (label 1), 3 of
+    # 243 at length 5, otherwise reach a batch almost never (see data.draw_weights)
+    label_balance: float = 0.0
+    # where edge strictness takes the source's node outputs from: "shared", the component run on
+    # the source that the node interventions use already (one source pass per batch), or
+    # "separate", a second source pass through the graph runtime (the trainer before issue 37);
+    # the same function, so the same gradients up to float rounding
+    edge_sources: str = "shared"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"unknown SIIT algorithm {self.algorithm!r} (algorithm-1 or summed)")
         if self.length_weighting not in LENGTH_WEIGHTINGS:
             raise ValueError(f"unknown length weighting {self.length_weighting!r} ({', '.join(LENGTH_WEIGHTINGS)})")
+        if not 0.0 <= self.label_balance <= 1.0:
+            raise ValueError(f"label_balance must be between 0 and 1 (got {self.label_balance})")
+        if self.edge_sources not in EDGE_SOURCES:
+            raise ValueError(f"unknown edge sources {self.edge_sources!r} ({', '.join(EDGE_SOURCES)})")
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:

@@ -93,3 +93,21 @@ def make_input_set(meta: dict, train_size: int, seed: int) -> InputSet:
         else:  # the whole space of this length is smaller than the budget: use all of it for both
             train[L] = val[L] = xs
     return InputSet(train, val, shared_all)
+
+
+def draw_weights(labels: dict[int, torch.Tensor], balance: float) -> dict[int, torch.Tensor] | None:
+    """Per length, the probability of drawing each input as a base (or source): a mixture of
+    ``1 - balance`` uniform and ``balance`` equal per distinct label sequence (each label sequence
+    then gets ``balance / n_sequences`` of the draws, shared by its inputs). None when ``balance``
+    is 0 (uniform draws, as before). ``labels[L]`` are the inputs' labels ``[N, ...]`` (a case
+    whose outputs are rare, such as 124's all-equal inputs, sees them this way at all)."""
+    if balance <= 0:
+        return None
+    out = {}
+    for L, y in labels.items():
+        flat = y.reshape(len(y), -1)
+        _, group, counts = torch.unique(flat, dim=0, return_inverse=True, return_counts=True)
+        uniform = torch.full((len(y),), 1.0 / len(y), dtype=torch.float64)
+        per_group = 1.0 / (len(counts) * counts.to(torch.float64)[group])
+        out[L] = (1.0 - balance) * uniform + balance * per_group
+    return out

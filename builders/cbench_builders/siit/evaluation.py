@@ -60,19 +60,19 @@ class Evaluation:
             y_b = self._target(self.hl_f(base), base)
             clean = self.ll_f(base)
             agree_acc += self._agree(clean, y_b) * B
+            hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             if self.cfg.edge_strict:  # every edge outside the ground truth resample-ablated at once:
                 # the outputs must match the labels and the unablated outputs (what the release gate
                 # compares: numerical outputs within atol of both can still be 2 atol apart)
-                ablated = self._edge_run(base, source, self._complement_keep(B))
+                ablated = self._edge_run(base, source, self._complement_keep(B), ll_src)
                 same = self._same(ablated, clean) if self.objective is None else 1.0
                 agree_edge += min(self._agree(ablated, y_b), same) * B
                 # ... and so must the outputs with one ignored edge ablated (with an objective, e.g.
                 # IOI's: its own agreement with the labels; it counted 0 before, so the stop rule
                 # could never hold)
-                outs = (self._edge_run(base, source, keep) for keep in self._invariant_keeps(B))
+                outs = (self._edge_run(base, source, keep, ll_src) for keep in self._invariant_keeps(B))
                 held = [self._same(o, clean) if self.objective is None else self._agree(o, y_b) for o in outs]
                 agree_inv += min(held, default=1.0) * B
-            hl_src, ll_src = self.hl_f.acts(source), self.ll_f.acts(source)
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
             rows = list(range(n_hl + n_na))

@@ -151,6 +151,21 @@ class ComponentForward:
 
     __call__ = forward
 
+    def node_outputs(self, tokens: torch.Tensor, acts: SourceActs) -> torch.Tensor:
+        """Every graph node's output on ``tokens`` ``[F, B, P, d_model]`` (the ``input`` node, then per
+        layer each head's result without ``b_O`` and the MLP's output), as the graph runtime
+        (:mod:`cbench.runtime`) orders and computes them, from this run's activations ``acts``:
+        what a resample ablation from ``tokens`` substitutes, without a second pass (gradients
+        flow through ``acts``)."""
+        m = self.model
+        P = tokens.shape[1]
+        out = [(m.embed.W_E[tokens] + m.pos_embed.W_pos[:P])[None]]
+        for layer, blk in enumerate(m.blocks):
+            out.append(torch.einsum("bphe,hed->hbpd", acts.z[layer], blk.attn.W_O))
+            if acts.mlp[layer] is not None:
+                out.append(acts.mlp[layer][None])
+        return torch.cat(out, 0)
+
     def acts(self, tokens: torch.Tensor) -> SourceActs:
         """Activations of every component on ``tokens`` (no gradients): the source cache."""
         with torch.no_grad():

@@ -107,14 +107,25 @@ class Interventions:
         keep[:, self.out_edges] = (~ablate).to(keep.dtype)
         return keep
 
-    def _edge_run(self, base: torch.Tensor, source: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    def _edge_run(self, base: torch.Tensor, source: torch.Tensor, keep: torch.Tensor, src_acts=None) -> torch.Tensor:
         """Outputs on ``base`` with the edges where ``keep`` is 0 resample-ablated from ``source``.
 
         With ``source_gradients`` (and gradients enabled) the source's node outputs keep their
         gradients, as the node interventions' do: an ablated edge then also teaches its source
         node to stop writing what the destination must not read (case 21: an MLP outside the
-        path writing the answer straight to the logits), not only the destination to bear it."""
+        path writing the answer straight to the logits), not only the destination to bear it.
+
+        ``edge_sources = "shared"`` (the default): the source's node outputs come from the component
+        run on the source (``src_acts``, the :class:`~cbench_builders.siit.interchange.SourceActs`
+        the node interventions use, with gradients when they have them; computed here when not
+        given); ``"separate"``: from a second source pass through the graph runtime."""
         rt = self.runtime
+        if self.cfg.edge_sources == "shared":
+            if src_acts is None:
+                grads = self.cfg.source_gradients and torch.is_grad_enabled()
+                src_acts = self.ll_f(source, collect=True)[1] if grads else self.ll_f.acts(source)
+            ablated = self.ll_f.node_outputs(source, src_acts)
+            return rt.run(base, edge_mask=keep, ablated=ablated).output
         if self.cfg.source_gradients and torch.is_grad_enabled():
             from cbench.runtime.residual_pass import forward_resid
 

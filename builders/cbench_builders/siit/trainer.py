@@ -51,12 +51,14 @@ import math
 import platform
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from cbench_builders.siit.checkpoint import TrainState, load_state, save_state
 from cbench_builders.siit.config import TrainingConfig
-from cbench_builders.siit.data import InputSet, length_counts
+from cbench_builders.siit.data import InputSet, draw_weights, length_counts
 from cbench_builders.siit.evaluation import Evaluation
 from cbench_builders.siit.interchange import ComponentForward
 from cbench_builders.siit.interventions import Interventions
@@ -155,18 +157,23 @@ class SIITTrainer(Losses, Interventions, Evaluation):
 
     # -- training
     def _batches(self, inputs: dict[int, torch.Tensor], labels: dict[int, torch.Tensor], gen: torch.Generator,
-                 sources: dict[int, torch.Tensor] | None = None):
+                 sources: dict[int, torch.Tensor] | None = None, weights: dict[int, torch.Tensor] | None = None):
         """One epoch of (base, source, base label) batches: lengths weighted by the config's
         ``length_weighting`` (equally by default), pairs drawn
-        with replacement, each batch of one length, batches in random order. With ``sources``
+        with replacement (uniformly, or by ``weights``: :func:`~cbench_builders.siit.data.draw_weights`),
+        each batch of one length, batches in random order. With ``sources``
         the source of base ``i`` is ``sources[L][i]`` (a counterfactual pair)."""
         cfg = self.cfg
         counts = length_counts(inputs, cfg.pairs_per_epoch, cfg.length_weighting)
         batches = []
         for L, per_len in counts.items():
             n = len(inputs[L])
-            bi = torch.randint(n, (per_len,), generator=gen)
-            si = torch.randint(n, (per_len,), generator=gen)
+            if weights is None:
+                bi = torch.randint(n, (per_len,), generator=gen)
+                si = torch.randint(n, (per_len,), generator=gen)
+            else:
+                bi = torch.multinomial(weights[L], per_len, replacement=True, generator=gen)
+                si = torch.multinomial(weights[L], per_len, replacement=True, generator=gen)
             if sources is not None:
                 si = bi
             for s in range(0, per_len, cfg.batch_size):
@@ -176,21 +183,25 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             L, bi, si = batches[i]
             yield inputs[L][bi], (inputs if sources is None else sources)[L][si], labels[L][bi]
 
-    def train(self, data: InputSet, progress: bool = True, log=None) -> TrainingResult:
+    def train(self, data: InputSet, progress: bool = True, log=None, checkpoint: Path | None = None) -> TrainingResult:
+        """Train to the targets or the limits. With ``checkpoint`` (a file) the state is saved
+        there after every epoch and a run finds it continues from it (the limits count the
+        earlier runs' time too): :mod:`cbench_builders.siit.checkpoint`."""
         cfg = self.cfg
         prev_threads = torch.get_num_threads()
         torch.set_num_threads(cfg.threads)
         try:
-            return self._train(data, progress, log)
+            return self._train(data, progress, log, checkpoint)
         finally:
             torch.set_num_threads(prev_threads)
 
-    def _train(self, data: InputSet, progress: bool, log) -> TrainingResult:
+    def _train(self, data: InputSet, progress: bool, log, checkpoint: Path | None = None) -> TrainingResult:
         cfg = self.cfg
         gen = torch.Generator().manual_seed(cfg.seed)
         opt = make_optimizer(self.ll.parameters(), cfg)
         with torch.no_grad():
             labels = {L: self._target(self.hl_f(x), x) for L, x in data.train.items()}
+        weights = draw_weights(labels, cfg.label_balance)
         eval_pairs = self.eval_pairs(data.val, cfg.eval_pairs, seed=cfg.seed + 1, sources=data.val_sources,
                                      weighting=cfg.length_weighting)
         steps_per_epoch = sum(math.ceil(k / cfg.batch_size)
@@ -200,20 +211,28 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         start = time.perf_counter()
         cpu_start = time.process_time()
         reached = False
+        step = 0
+        epoch = 0
+        best = None  # (score, epoch, state): the best validation epoch is what training returns
+        saved = load_state(checkpoint, self.ll, opt, gen) if checkpoint is not None else None
+        if saved is not None:  # continue an earlier run: its clocks count towards the limits
+            step, epoch, history, best, reached = saved.step, saved.epoch, saved.history, saved.best, saved.reached
+            start -= saved.wall_s
+            cpu_start -= saved.cpu_s
+        first = epoch + 1
+        if saved is not None and (reached or self._limited(start, cpu_start)):
+            first = cfg.epochs + 1  # finished before (target or limits): nothing left to train
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=cfg.epochs, desc=f"{cfg.kind} {cfg.algorithm}", unit="epoch", leave=True,
+            bar = tqdm(total=cfg.epochs, initial=epoch, desc=f"{cfg.kind} {cfg.algorithm}", unit="epoch", leave=True,
                        mininterval=1.0)
-        step = 0
-        epoch = 0
-        best = None  # (score, epoch, state): the best validation epoch is what training returns
-        for epoch in range(1, cfg.epochs + 1):
+        for epoch in range(first, cfg.epochs + 1):
             self.ll.train()
             sums = np.zeros(4)
             nb = 0
-            for base, source, y_b in self._batches(data.train, labels, gen, data.train_sources):
+            for base, source, y_b in self._batches(data.train, labels, gen, data.train_sources, weights):
                 if cfg.algorithm == "summed":
                     frac = min(1.0, step / decay_steps)
                     for g in opt.param_groups:
@@ -235,13 +254,14 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             score = self._score(metrics)
             if best is None or score > best[0]:
                 best = (score, epoch, {k: v.detach().clone() for k, v in self.ll.state_dict().items()})
-            if self._reached(metrics):
-                reached = True
+            reached = self._reached(metrics)
+            if checkpoint is not None:
+                save_state(checkpoint, TrainState(step, epoch, history, best, reached,
+                                                  time.perf_counter() - start, time.process_time() - cpu_start),
+                           self.ll, opt, gen)
+            if reached or self._limited(start, cpu_start):
                 break
-            if cfg.time_limit_s is not None and time.perf_counter() - start > cfg.time_limit_s:
-                break
-            if cfg.cpu_limit_s is not None and time.process_time() - cpu_start > cfg.cpu_limit_s:
-                break
+        epoch = len(history)
         if bar is not None:
             bar.close()
         chosen = history[-1] if history else {}
@@ -256,6 +276,13 @@ class SIITTrainer(Losses, Interventions, Evaluation):
                               per_node=chosen.get("per_node", {}) if chosen else {},
                               best_epoch=best[1] if best else 0,
                               training_cpu_s=time.process_time() - cpu_start)
+
+    def _limited(self, start: float, cpu_start: float) -> bool:
+        """The wall or CPU limit is reached (clocks started at ``start`` / ``cpu_start``)."""
+        cfg = self.cfg
+        if cfg.time_limit_s is not None and time.perf_counter() - start > cfg.time_limit_s:
+            return True
+        return cfg.cpu_limit_s is not None and time.process_time() - cpu_start > cfg.cpu_limit_s
 
     def _score(self, metrics: dict) -> float:
         """How close an epoch is to the targets: minus the summed shortfall of the stopping metrics
@@ -325,8 +352,8 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             loss = self._loss(logits[k * B:(k + 1) * B], target)
             total = total + loss * weight
             out[i] = loss.item()
-        if edge_keep is not None:
-            loss = self._loss(self._edge_run(base, source, edge_keep), y_b)
+        if edge_keep is not None:  # the source's node outputs from ll_src (edge_sources "shared")
+            loss = self._loss(self._edge_run(base, source, edge_keep, ll_src), y_b)
             total = total + loss * cfg.edge_weight
             out[3] = loss.item()
         opt.zero_grad(set_to_none=True)
