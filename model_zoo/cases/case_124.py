@@ -57,7 +57,8 @@ SPEC = {
         "cpu_limit_s": 300,
         "time_limit_s": 3600,
         "length_weighting": "inputs",
-        "deviation": "pairs shared out over lengths 3-5 in proportion to their inputs (27, 81, 243), not equally: the counterfactuals validation split that cbench verify gates on holds length-5 inputs only (856 pairs), where an equally weighted model at d_model 32 left the complement at 0.029 while its average over the three lengths read 0.0087"
+        "label_balance": 0.5,
+        "deviation": "pairs shared out over lengths 3-5 in proportion to their inputs (27, 81, 243), not equally: the counterfactuals validation split that cbench verify gates on holds length-5 inputs only (856 pairs), where an equally weighted model at d_model 32 left the complement at 0.029 while its average over the three lengths read 0.0087; and half of each length's bases and sources drawn with equal weight per label sequence (label_balance 0.5): the all-equal inputs (label 1) are 3 of 243 at length 5 (1.2 %, against 3.2 % of the validation split's pairs), drawn uniformly they reached training almost never, and the complement effects of the models before (0.02-0.06) were of the size of the all-equal share"
     },
     "notes": "The original adds a second SelectorWidth that counts positions whose n_different is 0. tracr 1.0's compiled model does not mask PAD (PAD is an ordinary token to it), and at PAD positions n_different is 0, so with padded inputs that second count is wrong; cbench drops it (the first count is already 0 everywhere exactly when all tokens are equal), which computes the same function.",
 }
