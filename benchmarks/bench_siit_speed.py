@@ -55,7 +55,7 @@ def run_case(case: str, tracr_dir: Path, variant: str, out: Path) -> dict:
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     meta = json.loads((outcome.path / "meta.json").read_text())
     training = meta["training"]
-    gates = {name: {k: v for k, v in g.items() if k not in ("op", "threshold")} for name, g in meta["gates"].items()}
+    gates = {name: {k: v for k, v in g.items() if k != "threshold"} for name, g in meta["gates"].items()}
     return {"variant": variant, "epochs": training["epochs_trained"], "training_cpu_s": training["training_cpu_s"],
             "cpu_per_epoch_s": round(training["training_cpu_s"] / max(1, training["epochs_trained"]), 3),
             "training_wall_s": meta["training_time_s"], "total_cpu_s": round(cpu, 2), "total_wall_s": round(wall, 2),
@@ -79,6 +79,14 @@ def run_ioi(epochs: int, variant: str) -> dict:
             "load_before": load0, "load_after": _load()}
 
 
+def _worst(gate: dict) -> float:
+    """A gate's worse value over the pair sets (the largest for an upper bound, else the smallest)."""
+    values = [v for k, v in gate.items() if k not in ("passed", "op") and isinstance(v, (int, float))]
+    if not values:
+        return float("nan")
+    return max(values) if str(gate.get("op", "")).startswith("<") else min(values)
+
+
 def verdicts(row: dict) -> dict:
     return {name: g["passed"] for name, g in (row.get("gates") or {}).items()}
 
@@ -96,8 +104,7 @@ def report(case: str, rows: list[dict]) -> str:
                      f"{str(r['released']):>8}  {same}")
     for r in rows:
         if r.get("gates"):
-            vals = ", ".join(f"{n} {min((v for k, v in g.items() if k != 'passed' and isinstance(v, (int, float))), default=float('nan')):.4f}"
-                             f"{'' if g['passed'] else ' FAIL'}" for n, g in r["gates"].items())
+            vals = ", ".join(f"{n} {_worst(g):.4f}{'' if g['passed'] else ' FAIL'}" for n, g in r["gates"].items())
             lines.append(f"  {r['variant']}: {vals}")
         elif r.get("metrics"):
             lines.append(f"  {r['variant']}: " + ", ".join(f"{k} {v:.4f}" for k, v in r["metrics"].items()))
