@@ -235,7 +235,6 @@ def string_tests(rng, spec) -> list[str]:
 # --------------------------------------------------------------------------- the build
 def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_strings: int = 1000) -> dict:
     import pyarrow as pa
-    from safetensors.numpy import save_file
 
     if n_numeric < 0 or n_strings < 0 or n_numeric + n_strings == 0:
         raise UsageError("--n-numeric and --n-strings must be non-negative and not both 0")
@@ -282,9 +281,16 @@ def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_st
         table = pa.table(rows, schema=schema).replace_schema_metadata({"cbench": json.dumps(meta, sort_keys=True)})
         write_parquet(table, root / "numeric" / DATA_FILE)
         if weights:
+            import torch
+
+            from cbench.artifacts.serialization import _safetensors_bytes
+
+            # cbench's own writer: safetensors' keeps the metadata in a hash map, so a file with two
+            # metadata keys came out in either key order (same seed, different bytes)
             tmp = root / "numeric" / f".{MLP_FILE}.tmp"
-            save_file({k: weights[k] for k in sorted(weights)}, str(tmp),
-                      metadata={"format": "cbench-find-mlp", "recipe": json.dumps(M.FIND_RECIPE.as_dict())})
+            tmp.write_bytes(_safetensors_bytes({k: torch.from_numpy(np.ascontiguousarray(weights[k])) for k in weights},
+                                               {"format": "cbench-find-mlp",
+                                                "recipe": json.dumps(M.FIND_RECIPE.as_dict())}))
             tmp.replace(root / "numeric" / MLP_FILE)
         elif (root / "numeric" / MLP_FILE).exists():
             (root / "numeric" / MLP_FILE).unlink()
