@@ -74,6 +74,18 @@ def run_cli(args: list[str], env: dict | None = None, timeout: float = 120, **kw
     return subprocess.run(CBENCH + args, capture_output=True, text=True, env=full_env, timeout=timeout, **kw)
 
 
+def run_in_process(capsys, *argv) -> tuple[int, str, str]:
+    """``cbench ARGV`` through the CLI's entry point in this process: (exit code, stdout, stderr)."""
+    from cbench.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def assert_clean_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     """A non-zero exit, one ``error:`` line, no traceback; returns stderr."""
     assert proc.returncode != 0, (proc.stdout, proc.stderr)

@@ -9,18 +9,12 @@ import time
 import pytest
 
 import _report_toy as R
-from cbench.cli import main
 from cbench.errors import CbenchError, UsageError
 from cbench.scoring.executor import LocalExecutor, Outcome, make_executor, progress_line, run_task
+from hub_helpers import run_in_process
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process  # cbench ARGV in this process: (exit code, stdout, stderr)
 
 
 def _square(x):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from cbench.errors import UsageError
+from hub_helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 IOI_MODEL = ROOT / "model_zoo" / "releases" / "models" / "cbench" / "ioi" / "v1.1.0"
@@ -124,19 +125,13 @@ def test_evaluate_says_which_metric_the_mib_protocol_used(tmp_path, capsys):
     import _report_toy as R
     import _scoring_toy as T
     from cbench.artifacts.model import read_model_artifact
-    from cbench.cli import main
 
     R.write_case(tmp_path / "toy", "toy", 0)
     g = read_model_artifact(tmp_path / "toy").graph
     (tmp_path / "s.json").write_text(json.dumps(T.edge_scores_doc(g, np.cos(np.arange(g.n_edges)), case="toy")))
 
     def run(*argv):
-        try:
-            code = main(list(argv))
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
+        return run_in_process(capsys, *argv)
 
     args = ("evaluate", str(tmp_path / "s.json"), "--case", str(tmp_path / "toy"), "--sampled", "--n-examples", "8")
     code, out, err = run(*args, "--protocol", "mib", "--out", str(tmp_path / "e.json"))

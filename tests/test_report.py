@@ -20,15 +20,10 @@ import numpy as np
 import pytest
 from cbench.cli import main
 from cbench.graph.graph import Graph
+from hub_helpers import run_in_process
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process  # cbench ARGV in this process: (exit code, stdout, stderr)
 
 
 class Links(HTMLParser):

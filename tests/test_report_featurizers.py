@@ -15,18 +15,13 @@ import pytest
 from cbench.artifacts.model import read_model_artifact
 from cbench.cli import main
 from cbench.localization.track import run_track
+from hub_helpers import run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model_zoo" / "releases" / "models" / "cbench"
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process  # cbench ARGV in this process: (exit code, stdout, stderr)
 
 
 class Cells(HTMLParser):

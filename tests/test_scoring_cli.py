@@ -10,16 +10,10 @@ import pytest
 
 import _scoring_toy as T
 from cbench import schemas as validation
-from cbench.cli import main
+from hub_helpers import run_in_process
 
 
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_in_process  # cbench ARGV in this process: (exit code, stdout, stderr)
 
 
 @pytest.fixture(scope="module")
