@@ -14,11 +14,10 @@ import pytest
 import torch
 
 from cbench.artifacts.model import read_model_artifact
-from cbench.artifacts.transformer_lens_adapter import build_model
-from cbench_builders.siit.architecture import low_level_config, make_correspondence, map_circuit_edges
 from cbench_builders.siit.config import TrainingConfig
 from cbench_builders.siit.data import make_input_set
 from cbench_builders.siit.trainer import SIITTrainer
+from _siit_helpers import case3_trainer, tracr_dir  # noqa: F401  (tracr_dir: a fixture)
 
 CBENCH = Path(sys.executable).with_name("cbench")
 # a small budget: 4 epochs of 4096 pairs, batch 256, lr 1e-2 (about 3 CPU seconds per run)
@@ -27,28 +26,8 @@ SMALL = dict(algorithm="summed", lr=0.01, lr_decay_epochs=4, batch_size=256, pai
 GATE_PAIRS = 200  # pairs per set of the release gates (cbench verify's sets, fewer of them)
 
 
-@pytest.fixture(scope="module")
-def tracr_dir(tmp_path_factory):
-    from cbench_builders.tracr.build import build_case
-
-    out = tmp_path_factory.mktemp("tracr")
-    result = build_case("3", out)
-    assert result.ok, result.error
-    return out
-
-
 def _trainer(tracr_dir, invariant_edges=None, **overrides):
-    art = read_model_artifact(Path(tracr_dir) / "tracr-case-3")
-    cfg = TrainingConfig(**{"seed": 42, **SMALL, **overrides})
-    hl_nodes = [n for n in art.circuit["nodes"] if n not in ("input", "logits")]
-    ll_cfg = low_level_config(art.config, seed=cfg.seed)
-    mapping = make_correspondence(hl_nodes, ll_cfg["n_heads"], seed=cfg.seed)
-    ll = build_model(ll_cfg)
-    ll.train()
-    truth = map_circuit_edges(art.circuit["edges"], mapping)
-    return (SIITTrainer(art.load_model(), ll, mapping, art.meta["task_type"], cfg, truth_edges=truth,
-                        invariant_edges=invariant_edges),
-            make_input_set(art.meta, 2000, 42))
+    return case3_trainer(tracr_dir, {"seed": 42, **SMALL, **overrides}, invariant_edges)
 
 
 def test_strictness_loss_raises_siia(tracr_dir):
