@@ -8,6 +8,8 @@ Usage::
 
     python benchmarks/bench_siit.py                      # summarize build/siit and build/siit-failed
     python benchmarks/bench_siit.py --train 3            # train case 3 now (nothing kept) and time it
+    python benchmarks/bench_siit.py --train main --workers 2 --out benchmarks/results/siit-main16-wall.md
+        # the 16 main cases as `cbench build siit --main --executor ray --workers 2`: the whole run's wall time
     python benchmarks/bench_siit.py --out benchmarks/results/siit.md
 
 "Time to gates" is the wall time (from the start of training) at the end of the first epoch whose
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -110,12 +113,59 @@ def gates_table(metas: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cases(spec: str) -> list[str]:
+    from cbench_builders.cases.specs import MAIN_CASES
+
+    if spec.strip() == "main":
+        return [str(c) for c in MAIN_CASES]
+    return [c.strip() for c in spec.split(",") if c.strip()]
+
+
+def released_tracr_links(cases: list[str], into: Path) -> Path:
+    """A directory of ``tracr-case-<id>`` links to the newest released compiled model of each case."""
+    into.mkdir(parents=True, exist_ok=True)
+    releases = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench"
+    for case in cases:
+        versions = sorted((releases / f"tracr-case-{case}").glob("v*"),
+                          key=lambda p: tuple(int(x) for x in p.name[1:].split(".")))
+        if not versions:
+            raise SystemExit(f"error: no released tracr-case-{case} in {releases}")
+        (into / f"tracr-case-{case}").symlink_to(versions[-1], target_is_directory=True)
+    return into
+
+
+def train_parallel(spec: str, tracr_dir: str | None, workers: int, iit: bool) -> tuple[list[dict], str]:
+    """Train the cases with ``cbench build siit --executor ray --workers N`` in a subprocess; the rows
+    of every trained model, and a note with the whole run's wall time and its CPU (the run's children)."""
+    cases = _cases(spec)
+    with tempfile.TemporaryDirectory() as tmp:
+        tracr = Path(tracr_dir) if tracr_dir else released_tracr_links(cases, Path(tmp) / "tracr")
+        out, failed = Path(tmp) / "out", Path(tmp) / "failed"
+        cmd = [str(Path(sys.executable).with_name("cbench")), "build", "siit", "--cases", ",".join(cases),
+               "--tracr-dir", str(tracr), "--out", str(out), "--keep-failed", "--failed-dir", str(failed),
+               "--executor", "ray", "--workers", str(workers), "--no-progress"] + (["--iit"] if iit else [])
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd)
+        wall = time.perf_counter() - t0
+        rows = [row_from_meta(json.loads(p.read_text())) for d in (out, failed) for p in sorted(d.glob("*case-*/meta.json"))]
+    trained = sum(r["cpu_s"] or 0.0 for r in rows)
+    note = (f"Trained now by `cbench build siit --executor ray --workers {workers}` ({len(cases)} cases, exit code "
+            f"{proc.returncode}; the cases start longest first by their specs' time budgets): **wall time of the "
+            f"whole run {wall / 60:.1f} min** ({wall:.0f} s, Ray's start and every gate included); training CPU "
+            f"{trained / 60:.1f} min summed over the models (their meta.json); {os.cpu_count()} cores, load average at the end "
+            f"{os.getloadavg()[0]:.1f}.")
+    return rows, note
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["build/siit", "build/siit-failed"],
                     help="directories of trained artifacts to summarize")
-    ap.add_argument("--train", default=None, help="comma-separated cases to train now (timed; nothing kept)")
-    ap.add_argument("--tracr-dir", default="build/tracr")
+    ap.add_argument("--train", default=None, help="comma-separated cases to train now, or main (timed; nothing kept)")
+    ap.add_argument("--tracr-dir", default=None,
+                    help="compiled Tracr models (tracr-case-<id>/); default: the released ones in model_zoo/releases")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="with --train: N > 1 runs `cbench build siit --executor ray --workers N` and times the whole run")
     ap.add_argument("--iit", action="store_true", help="with --train: IIT instead of SIIT")
     ap.add_argument("--out", default=None, help="also write the markdown table here")
     ap.add_argument("--gates", action="store_true", help="print the release-gates table of the SIIT models instead")
@@ -131,13 +181,16 @@ def main(argv=None) -> int:
         sys.stdout.write(gates_table(metas))
         return 0
     rows = []
-    if args.train:
+    if args.train and args.workers > 1:
+        rows, note = train_parallel(args.train, args.tracr_dir, args.workers, args.iit)
+    elif args.train:
         from cbench_builders.siit.build import train_case
 
         with tempfile.TemporaryDirectory() as tmp:
-            for case in [c.strip() for c in args.train.split(",") if c.strip()]:
+            tracr_dir = Path(args.tracr_dir) if args.tracr_dir else released_tracr_links(_cases(args.train), Path(tmp) / "tracr")
+            for case in _cases(args.train):
                 t0 = time.perf_counter()
-                train_case(case, Path(args.tracr_dir), Path(tmp), iit=args.iit, keep_failed=True, progress=True)
+                train_case(case, tracr_dir, Path(tmp), iit=args.iit, keep_failed=True, progress=True)
                 name = f"{'iit-' if args.iit else ''}case-{case}"
                 meta = json.loads((Path(tmp) / name / "meta.json").read_text())
                 row = row_from_meta(meta)

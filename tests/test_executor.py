@@ -113,3 +113,15 @@ def test_build_tracr_on_local_ray_writes_the_serial_artifacts(tmp_path, capsys):
     for name in ("model.safetensors", "circuit.json", "config.json", "tokenizer.json"):
         assert ((tmp_path / "serial" / "tracr-case-3" / name).read_bytes()
                 == (tmp_path / "ray" / "tracr-case-3" / name).read_bytes()), name
+
+
+def test_parallel_siit_builds_take_the_longest_cases_first():
+    """`cbench build siit --executor ray` hands the cases to its workers longest first (by each spec's
+    time budget), so the two 2,400-s cases of the main 16 do not start last on a busy worker."""
+    from cbench_builders.cases.specs import MAIN_CASES
+    from cbench_builders.siit.build import SIITTask, _budget_of
+
+    tasks = [SIITTask(str(c), None, None, False, {}, False, None, False) for c in MAIN_CASES]
+    ordered = [t.case for t in sorted(tasks, key=_budget_of, reverse=True)]
+    assert ordered[:3] == ["18", "21", "4"]  # 2,400, 2,400 and 1,500 s; the others 1,200 s, in their order
+    assert ordered[3:] == [c for c in map(str, MAIN_CASES) if c not in ("18", "21", "4")]

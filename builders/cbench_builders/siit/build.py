@@ -368,6 +368,15 @@ def _parse_cases(cases: str | None, main: bool) -> list[str]:
     return resolve_case_ids(cases)
 
 
+def _budget_of(task: SIITTask) -> float:
+    """A case's time budget from its spec (``training.time_limit_s``, else ``cpu_limit_s``): the
+    order in which parallel workers take the cases (a longest-processing-time-first schedule)."""
+    from cbench_builders.cases.specs import load_case
+
+    training = load_case(task.case).training
+    return float(training.get("time_limit_s") or training.get("cpu_limit_s") or 0.0)
+
+
 def format_table(rows: list[SIITOutcome]) -> str:
     lines = [f"{'case':>6} {'kind':>5} {'epochs':>6} {'time_s':>8} {'acc':>7} {'iia':>7} {'siia':>7} "
              f"{'max_out':>8} {'mean_out':>8}  released"]
@@ -441,6 +450,9 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
                               None if failed_dir is None else Path(failed_dir).resolve(),
                               not no_progress and ex.name == "local",
                               None if checkpoint_dir is None else Path(checkpoint_dir).resolve()))
+    order = [t.case for t in tasks]  # the table's order: the cases as asked for
+    if ex.name != "local":  # longest first, so the longest case does not start last on a busy worker
+        tasks.sort(key=_budget_of, reverse=True)
     errors = []
 
     def on_result(task, outcome, n, total):
@@ -465,7 +477,6 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
         ex.map(train_task, tasks, on_result)
     finally:
         ex.close()
-    order = [t.case for t in tasks]
     rows.sort(key=lambda o: order.index(o.case))
     click.echo(format_table(rows))
     if errors:
