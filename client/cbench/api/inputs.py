@@ -38,10 +38,10 @@ def resolve_case(case: Any, *, revision: str | None = None, endpoint: str | None
             raise UsageError(f"{case.repo_id} is a dataset, not a case")
         art = read_model_artifact(case.path, verify=verify)
         return ResolvedCase(art, {"repo": case.repo_id, "revision": case.revision, "kind": art.model_kind})
-    if isinstance(case, os.PathLike) or (isinstance(case, str) and Path(case).is_dir()):
+    if isinstance(case, os.PathLike) or (isinstance(case, str) and Path(case).exists()):
         p = Path(case)
         if not p.is_dir():
-            raise UsageError(f"{p}: not a model artifact directory")
+            raise UsageError(f"{case}: not a model artifact directory")
         art = read_model_artifact(p, verify=verify)
         return ResolvedCase(art, _ref_of_path(p, art.model_kind))
     if not isinstance(case, str) or not case.strip():
@@ -52,6 +52,38 @@ def resolve_case(case: Any, *, revision: str | None = None, endpoint: str | None
     snap = pull(case, revision, repo_type="model", endpoint=endpoint, hub=hub)
     art = read_model_artifact(snap.path, verify=verify)
     return ResolvedCase(art, {"repo": snap.repo_id, "revision": snap.tag or snap.sha, "kind": art.model_kind})
+
+
+class Spelling:
+    """How an error message names the caller's arguments: the Python API's keywords
+    (``ablation='mean'``, ``params['ablation']='zero'``) or the command's options (``--ablation
+    mean``, ``--param ablation=zero``), so a step written once speaks each caller's language."""
+
+    def __init__(self, command: bool):
+        self.command = command
+
+    def flag(self, name: str) -> str:
+        return f"--{name}" if self.command else name
+
+    def option(self, name: str, value: Any) -> str:
+        return f"--{name} {value}" if self.command else f"{name}={value!r}"
+
+    def param(self, key: str, value: Any) -> str:
+        return f"--param {key}={value}" if self.command else f"params[{key!r}]={value!r}"
+
+
+API_SPELLING, COMMAND_SPELLING = Spelling(command=False), Spelling(command=True)
+
+PROTOCOLS = ("cbench", "mib")
+
+
+def check_protocol(protocol: Any) -> str:
+    """``protocol`` if it is one cbench runs (``cbench``: the papers' procedures; ``mib``: MIB's
+    reference code's), else a one-line UsageError."""
+    if protocol not in PROTOCOLS:
+        raise UsageError(f"protocol must be cbench (the papers' procedures) or mib (MIB's reference code's; "
+                         f"docs/mib-parity.md), got {protocol!r}")
+    return protocol
 
 
 def _ref_of_path(path, kind: str) -> dict:

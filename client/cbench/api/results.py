@@ -98,6 +98,7 @@ class ScoreResult:
     no_signal_edges: tuple[str, ...]  #: ground-truth edges that cannot carry signal (left out unless included)
     ground_truth: GroundTruthScore  #: the full result: ROC curves, precision/recall counts
     document: Mapping[str, Any]  #: the ``cbench/results/v1`` document of kind ``auroc``
+    mib_auroc: float | None = None  #: MIB's greedy-pruned edge AUROC (``protocol="mib"``), else None
 
     def write(self, path: str | os.PathLike) -> Path:
         return _write_json(path, self.document)
@@ -119,6 +120,7 @@ class EvaluationResult:
     auroc: ScoreResult | None  #: None for circuits-at-sizes files and cases without a ground truth
     faithfulness: FaithfulnessResult | FaithfulnessCurve  #: the curves f(k)
     document: Mapping[str, Any]  #: the ``cbench/results/v1`` document of kind ``evaluation``
+    protocol: str = "cbench"  #: ``cbench``, or ``mib``: MIB's reference code's procedure
 
     def write(self, path: str | os.PathLike) -> Path:
         return _write_json(path, self.document)

@@ -9,7 +9,6 @@ deterministic pairs sampled from meta.json (``--seed``).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
@@ -101,54 +100,28 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet,
              protocol="cbench"):
     """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
-    from cbench.discovery import method_spec, to_edge_scores_document, validate_hyperparameters
+    from cbench.api.discovering import discovery_hyperparameters, run_discovery
+    from cbench.api.inputs import COMMAND_SPELLING
 
-    spec = method_spec(method)  # unknown method: one line listing the methods, before any loading
-    given = _parse_params(params)
-    if ablation is not None:
-        if "ablation" not in spec.params:
-            raise UsageError(f"{method} ablates nothing, so it takes no --ablation")
-        if given.get("ablation", ablation) != ablation:
-            raise UsageError(f"--ablation {ablation} and --param ablation={given['ablation']} disagree")
-        given["ablation"] = ablation
-    if "seed" in spec.params and "seed" not in given:
-        given["seed"] = seed
-    if protocol == "mib":
-        if "protocol" not in spec.params:
-            raise UsageError(f"{method} runs the same under MIB's code; --protocol mib applies to: "
-                             + ", ".join(m for m in ("nap", "nap-ig", "ifr", "ugs")))
-        if given.get("protocol", "mib") != "mib":
-            raise UsageError(f"--protocol mib and --param protocol={given['protocol']} disagree")
-        given["protocol"] = "mib"
-    hp = validate_hyperparameters(method, given)
+    hp = discovery_hyperparameters(method, _parse_params(params), ablation=ablation, seed=seed, protocol=protocol,
+                                   spelling=COMMAND_SPELLING)
     art, model_ref = resolve_case(case)
-    if metric is not None:
-        from cbench.tasks.metrics import check_metric
-
-        check_metric(metric, art.task_type)
     use_cpu_threads()
-    from cbench.discovery import discover as run_discover
-    from cbench.runtime import CircuitRuntime
-    from cbench.schemas import check
-
     if n_examples is None:  # measured by benchmarks/bench_discover_pairs.py
         n_examples = STABLE_PAIRS.get(method)
-    data = _data_for(art, split, n_examples, seed, not sampled)
-    rt = CircuitRuntime(art)
-    t0 = time.perf_counter()
-    result = run_discover(rt, data, method, hp, metric, progress=not (quiet or as_json))
-    doc = to_edge_scores_document(result, art.case, model_ref, d_model=int(art.config["d_model"]))
-    check(doc, "edge-scores")
+    run = run_discovery(art, model_ref, method, hp, metric, split=split, n_examples=n_examples, seed=seed,
+                        sampled=sampled, progress=not (quiet or as_json))
+    result, data = run.result, run.data
     o = Output(as_json, out)
     if o.wants_document:
-        o.emit(doc, written="")
-        o.echo(f"{method}: {result.in_graph.sum()} of {rt.n_edges} edges in the circuit, "
-               f"{data.n_examples} examples ({data.split}), {time.perf_counter() - t0:.2f} s"
+        o.emit(run.document, written="")
+        o.echo(f"{method}: {result.in_graph.sum()} of {run.n_edges} edges in the circuit, "
+               f"{data.n_examples} examples ({data.split}), {run.seconds:.2f} s"
                + (f" -> {out}" if out not in (None, STDOUT) else ""))
     else:
         top = sorted(result.edge_scores().items(), key=lambda kv: -abs(kv[1]))[:10]
         click.echo(f"{method} on {art.case} ({result.metric}, {data.n_examples} examples, {data.split}): "
-                   f"{int(result.in_graph.sum())} of {rt.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
+                   f"{int(result.in_graph.sum())} of {run.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
         for name, score in top:
             click.echo(f"  {score:+.5f}  {name}")
     say = o.echo if o.wants_document else click.echo

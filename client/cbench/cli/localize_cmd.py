@@ -44,7 +44,8 @@ def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_tes
     """IIA of a featurizer for one variable at each candidate location of CASE (a model artifact
     directory or a case name); the ground truth is the aligned location (correspondence.json, or
     the Tracr op's residual dimensions)."""
-    from cbench.cli.scoring_cmds import _artifact, _finish, _model_ref
+    from cbench.api.scoring import model_input
+    from cbench.cli.scoring_cmds import _artifact, _finish
     from cbench.localization.featurizers import FeaturizerSpec
     from cbench.localization.localize import localize as run
     from cbench.localization.localize import results_doc
@@ -67,4 +68,4 @@ def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_tes
     o.echo(f"MIB (IIA per {iia_unit}): mean over datasets and locations {f(m['mean_iia'])}; best {m['best_location']} "
            f"{f(m['best_iia'])}; true location {f(m['iia_true'])}; best is true: {m['best_is_true']}"
            + ("" if res.variable.separates is not False else f"  [does not separate featurizers: {res.variable.why}]"))
-    _finish(results_doc(res, _model_ref(art), reproducible=reproducible), out, o)
+    _finish(results_doc(res, model_input(art), reproducible=reproducible), out, o)

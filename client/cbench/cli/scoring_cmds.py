@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 
+from cbench.api.scoring import model_input, scoring_data
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
 from cbench.cli.options import (FiniteFloatRange, check_not_empty, check_out, check_out_dir, n_examples_option,
@@ -27,27 +27,17 @@ from cbench.cli.choices import ABLATION_CHOICE, METRIC_CHOICE  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- helpers
-def _artifact(case: str, verify: bool = True):
-    from cbench.artifacts.model import read_model_artifact
+def _artifact(case: str):
+    """The model artifact of CASE (a model artifact directory or a case name, pulled when not cached)."""
+    from cbench.api.inputs import resolve_case
 
-    p = Path(case)
-    if p.is_dir():
-        return read_model_artifact(p, verify=verify)
-    if p.exists():
-        raise UsageError(f"{case}: not a model artifact directory")
-    from cbench.hub.loading import load
-
-    return load(case, verify=verify)
+    return resolve_case(case).artifact
 
 
 def _read(path: str):
     from cbench.schemas import read_json
 
     return read_json(path)
-
-
-def _model_ref(artifact) -> dict:
-    return {"path": str(artifact.path), "case": artifact.case, "kind": artifact.model_kind}
 
 
 def _circuit_edges(path: str, artifact) -> list[str]:
@@ -119,73 +109,26 @@ protocol_option = click.option(
          "pruned int(k*n)-edge CPR/CMD circuits; docs/mib-parity.md)")
 
 
-def _mib_auroc_lines(artifact, doc) -> tuple[list[str], dict]:
-    """MIB's greedy-pruned edge AUROC of an (already checked) edge-scores document."""
-    from cbench.scoring.faithfulness import edge_score_vector
-    from cbench.scoring.mib_protocol import mib_auroc
+def _mib_auroc_lines(mib) -> list[str]:
+    """MIB's greedy-pruned edge AUROC (a MibRoc), for people."""
     from cbench.scoring.report import fmt
 
-    r = mib_auroc(artifact.graph, edge_score_vector(artifact.graph, doc), _truth(artifact))
-    sizes = ", ".join(f"{k:g}:{n}" for k, n in zip(r.grid, r.n_edges))
-    return [f"MIB edge AUROC (greedy |score| circuits, pruned; protocol mib): {fmt(r.auroc)}",
-            f"  edges left after pruning at k = {sizes}"], r.to_dict()
-
-
-def _metric_note(used: str, asked: str | None, protocol: str) -> str | None:
-    """Under ``--protocol mib`` without ``--metric``: which metric MIB's procedure scored with, and why."""
-    if protocol != "mib" or asked is not None:
-        return None
-    from cbench.scoring.mib_protocol import METRIC_NOTES
-
-    return METRIC_NOTES.get(used)
-
-
-def _scoring_case(artifact, split, n_examples, sampled, seed):
-    from cbench.scoring.task import case_from_artifact, pair_data
-
-    case = case_from_artifact(artifact)
-    data = pair_data(case, split=split, n=n_examples, seed=seed, sampled=sampled)
-    return case, data
+    sizes = ", ".join(f"{k:g}:{n}" for k, n in zip(mib.grid, mib.n_edges))
+    return [f"MIB edge AUROC (greedy |score| circuits, pruned; protocol mib): {fmt(mib.auroc)}",
+            f"  edges left after pruning at k = {sizes}"]
 
 
 # ----------------------------------------------------------------------------- score
-def _auroc(artifact, scores_path: str, signed: bool | None, include_no_signal: bool = False, data_fn=None,
-           echo=click.echo):
-    """(document, score). ``data_fn()`` gives (ScoringCase, TaskData) for deriving the ground-truth
-    edges that carry no signal when the circuit does not mark them (not called otherwise)."""
-    from cbench.scoring.edge_signal import marked_no_signal, no_signal_edges, signal_summary
-    from cbench.scoring.ground_truth import check_edge_scores, score_against_truth
+def _echo_truth(echo, artifact, doc, truth, mib=None, include_no_signal: bool = False) -> None:
+    """The lines of edge scores against the ground truth: the edges that carry no signal, the
+    AUROCs and precision/recall, and MIB's AUROC when measured."""
+    from cbench.scoring.edge_signal import signal_summary
 
-    doc = _read_scores(scores_path, artifact)
-    check_edge_scores(doc, artifact.graph, case=artifact.case, d_model=artifact.config.get("d_model"),
-                      source=scores_path)
-    if not artifact.circuit:
-        raise UsageError(f"case {artifact.case} has no ground-truth circuit to score against")
-    truth = _truth(artifact)
-    marks, origin = marked_no_signal(artifact.circuit), "circuit"
-    if marks is None and not include_no_signal and data_fn is not None:
-        sc, data = data_fn()
-        marks, origin = no_signal_edges(None, sc.runtime, data, truth)
-        origin = f"derived from the model's behaviour on {data.n_examples} pairs ({data.split})"
-    marks = marks or {}
-    if marks:
-        echo(signal_summary(marks, origin) + ("; counted as positives (--include-no-signal)"
-                                                    if include_no_signal else "; left out of the edge ROC"))
-    return doc, score_against_truth(artifact.graph, doc, truth, signed=signed, no_signal=marks,
-                                    include_no_signal=include_no_signal)
-
-
-def _read_scores(path: str, artifact):
-    """A cbench edge-scores file, or a MIB/EAP-IG graph file given the case's metadata."""
-    from cbench.artifacts.mib_format import load_scores
-
-    return load_scores(path, artifact)
-
-
-def _truth(artifact) -> list[str]:
-    from cbench.scoring.ground_truth import circuit_edge_names
-
-    return circuit_edge_names(artifact.graph, artifact.circuit)
+    if truth.no_signal:
+        echo(signal_summary(truth.no_signal, truth.origin) + ("; counted as positives (--include-no-signal)"
+                                                              if include_no_signal else "; left out of the edge ROC"))
+    for line in _auroc_lines(artifact, doc, truth.result) + (_mib_auroc_lines(mib) if mib is not None else []):
+        echo(line)
 
 
 def _auroc_lines(artifact, doc, res) -> list[str]:
@@ -225,32 +168,25 @@ def score(case, scores, out, as_json, plot, signed, include_no_signal, protocol,
     granularity, and promoted to heads (head score = max |score| over q/k/v) as InterpBench does.
     Ground-truth edges that cannot carry signal (marked in the circuit, else derived from the
     model's behaviour on the case's data) are left out unless --include-no-signal."""
-    from cbench.scoring.report import file_input, plot_roc, results_document
+    from cbench.api.scoring import auroc_document, score_edges
+    from cbench.scoring.report import file_input, plot_roc
 
     refuse_input_as_output([("--out", out), ("--plot", plot)], [("SCORES", scores)])
     t0 = time.perf_counter()
     o = Output(as_json, out)
     artifact = _artifact(case)
-    doc, res = _auroc(artifact, scores, signed, include_no_signal,
-                      lambda: _scoring_case(artifact, split, n_examples, sampled, seed), echo=o.echo)
-    for line in _auroc_lines(artifact, doc, res):
-        o.echo(line)
-    mib = None
-    if protocol == "mib":
-        lines, mib = _mib_auroc_lines(artifact, doc)
-        for line in lines:
-            o.echo(line)
+    doc, _source, truth, mib = score_edges(artifact, scores, signed=signed, include_no_signal=include_no_signal,
+                                           protocol=protocol, split=split, n_examples=n_examples, sampled=sampled,
+                                           seed=seed)
+    _echo_truth(o.echo, artifact, doc, truth, mib, include_no_signal)
+    res = truth.result
     if plot:
         plot_roc(plot, {"edges": (res.edge_roc.fpr, res.edge_roc.tpr, res.edge_auroc),
                         "nodes": (res.node_roc.fpr, res.node_roc.tpr, res.node_auroc)},
                  f"case {artifact.case}: {(doc.get('method') or {}).get('name', '?')} vs ground truth")
         o.echo(f"ROC plot written to {plot}")
     if o.wants_document:
-        body = res.to_dict() if mib is None else dict(res.to_dict(), mib=mib)
-        rdoc = results_document("auroc", body, {"scores": file_input(scores), "model": _model_ref(artifact),
-                                                         "method": doc.get("method")},
-                                case=artifact.case, runtime_s=time.perf_counter() - t0)
-        _finish(rdoc, out, o)
+        _finish(auroc_document(artifact, doc, truth, mib, file_input(scores), t0), out, o)
 
 
 # ----------------------------------------------------------------------------- evaluate
@@ -273,117 +209,40 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
     refuse_input_as_output([("--out", out)], [("SUBMISSION", submission)])
     use_cpu_threads()
-    import cbench.schemas as validation
-    from cbench.scoring.report import file_input, fmt, results_document
+    from cbench.api.scoring import load_submission, run_evaluation
+    from cbench.scoring.report import fmt
 
     t0 = time.perf_counter()
     o = Output(as_json, out)
-    from cbench.artifacts.mib_format import is_mib_graph, load_scores, read_graph_json
-
-    doc = read_graph_json(submission)
-    if is_mib_graph(doc):  # MIB/EAP-IG's own file: the case gives the cbench metadata
-        if case_arg is None:
-            raise UsageError(f"{submission} is a MIB/EAP-IG graph file without cbench's metadata; pass --case "
-                             "(a model artifact directory or case name)")
-        doc = load_scores(submission, _artifact(case_arg))
-    kind = doc.get("schema") if isinstance(doc, dict) else None
-    kind = "circuits-at-sizes" if kind == "cbench/circuits-at-sizes/v1" else "edge-scores"
-    violations = validation.validate(doc, kind)
-    if violations:
-        v = violations[0]
-        more = f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""
-        raise SchemaError(f"{submission}: {v.path}: {v.message}{more}")
-    if case_arg is None:
-        model = doc.get("model") or {}
-        repo, rev = model.get("repo"), model.get("revision")
-        if not repo:
-            raise UsageError(f"{submission} names no model repo; pass --case (an artifact directory or case name)")
-        case_arg = f"{repo}@{rev}" if rev else repo
-    artifact = _artifact(case_arg)
-    if str(doc.get("case")) != artifact.case:
-        raise UsageError(f"{submission} is for case {doc.get('case')!r}, not case {artifact.case!r}")
-    results: dict = {}
-    if kind == "edge-scores":
-        res = None
-        if artifact.circuit:
-            doc, res = _auroc(artifact, submission, signed=None,
-                              data_fn=lambda: _scoring_case(artifact, split, n_examples, sampled, seed), echo=o.echo)
-            for line in _auroc_lines(artifact, doc, res):
-                o.echo(line)
-            results["auroc"] = res.to_dict(curves=False)
-            if protocol == "mib":
-                lines, results["auroc"]["mib"] = _mib_auroc_lines(artifact, doc)
-                for line in lines:
-                    o.echo(line)
-        else:
-            from cbench.scoring.ground_truth import check_edge_scores
-
-            check_edge_scores(doc, artifact.graph, case=artifact.case, source=submission)
-        case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
-        if construction == "auto":
-            from cbench.discovery import METHODS
-
-            spec = METHODS.get(str((doc.get("method") or {}).get("name")))
-            construction = spec.construction if spec is not None else "top-n"
-        from cbench.scoring.mib_neurons import document_faithfulness
-
-        faith, level = document_faithfulness(case, data, doc, protocol=protocol, ablation=ablation, metric=metric,
-                                             construction=construction)
+    sub = load_submission(submission, case_arg, case_option="--case")
+    ev = run_evaluation(sub, ablation=ablation, metric=metric, construction=construction, protocol=protocol,
+                        split=split, n_examples=n_examples, sampled=sampled, seed=seed, t0=t0,
+                        on_auroc=lambda truth, mib: _echo_truth(o.echo, sub.artifact, sub.doc, truth, mib))
+    f = ev.faithfulness
+    if sub.kind == "edge-scores":
+        faith = f.faithfulness
         o.echo(f"CPR: {fmt(faith.cpr)}")
         o.echo(f"CMD: {fmt(faith.cmd)}")
-        if level == "neuron":
+        if f.level == "neuron":
             o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, MIB protocol at the neuron "
                    "level: top int(k*n) of the document's neurons_scores, neuron ablation)")
         else:
-            o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {construction} circuits"
+            o.echo(f"  ({faith.metric}, {ablation} ablation, {faith.n_examples} examples, {f.construction} circuits"
                    + (", MIB protocol: int(k*n) edges, pruned)" if protocol == "mib" else ")"))
-        note = _metric_note(faith.metric, metric, protocol)
-        if note:
-            o.echo(f"  metric: {faith.metric} ({note})")
+        if f.note:
+            o.echo(f"  metric: {f.metric} ({f.note})")
         for label, curve in (("signed", faith.cpr_curve), ("absolute", faith.cmd_curve)):
-            o.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
-        results["faithfulness"] = dict(faith.to_dict(), construction=construction, protocol=protocol, level=level,
-                                       **({"metric_note": note} if note else {}))
+            o.echo(f"  f ({label} top-k) at k = " + ", ".join(f"{k:g}:{fmt(v, 2)}" for k, v in zip(curve.grid, curve.f)))
     else:
-        import numpy as np
-
-        from cbench.scoring.faithfulness import faithfulness_of_circuits
-
-        graph_violations = validation.check_against_graph(doc, artifact.graph, case=artifact.case,
-                                                          kind="circuits-at-sizes")
-        if graph_violations:
-            v = graph_violations[0]
-            raise SchemaError(f"{submission}: {v.path}: {v.message}")
-        circuits = sorted(doc["circuits"], key=lambda c: c["fraction"])
-        grid = [float(c["fraction"]) for c in circuits]
-        masks = np.stack([artifact.graph.mask(c["edges"]) for c in circuits])
-        if protocol == "mib":  # MIB's evaluate_graph prunes every circuit before running it
-            masks = np.stack([artifact.graph.prune_dangling(m) for m in masks])
-        case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
-        selection = doc.get("selection")
-        curve = faithfulness_of_circuits(case, data, masks, grid, ablation=ablation, metric=metric,
-                                         absolute=selection == "absolute", protocol=protocol)
+        curve, selection = f.faithfulness, f.selection
         if selection != "absolute":
             o.echo(f"CPR: {fmt(curve.area)}" + ("" if selection else " (area under f; selection not stated)"))
         if selection != "signed":
             o.echo(f"CMD: {fmt(curve.distance)}" + ("" if selection else " (area between f and 1)"))
-        o.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(f, 2)}" for k, f in zip(curve.grid, curve.f)))
-        from cbench.scoring.mib_protocol import mib_metric
-
-        used = metric or (mib_metric(data) if protocol == "mib" else None) or (
-            "kl" if case.task_type == "categorical" else "l2")
-        note = _metric_note(used, metric, protocol)
-        if note:
-            o.echo(f"  metric: {used} ({note})")
-        results["faithfulness"] = {"curve": curve.to_dict(), "ablation": ablation, "selection": selection,
-                                   "cpr": curve.area if selection != "absolute" else None,
-                                   "cmd": curve.distance if selection != "signed" else None, "metric": used,
-                                   **({"metric_note": note} if note else {})}
-    rdoc = results_document("evaluation", results, {"submission": file_input(submission), "model": _model_ref(artifact),
-                                                    "method": doc.get("method"),
-                                                    "data": {"split": split, "n_examples": data.n_examples}},
-                            case=artifact.case, runtime_s=time.perf_counter() - t0)
-    _finish(rdoc, out, o)
+        o.echo("  f at k = " + ", ".join(f"{k:g}:{fmt(v, 2)}" for k, v in zip(curve.grid, curve.f)))
+        if f.note:
+            o.echo(f"  metric: {f.metric} ({f.note})")
+    _finish(ev.document, out, o)
 
 
 # ----------------------------------------------------------------------------- test-circuit
@@ -428,7 +287,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
         ablation = "zero" if artifact.model_kind == "tracr" else "resample"
         o.echo(f"ablation: {ablation} (default for {artifact.model_kind} models; --ablation to change)")
     names = TEST_NAMES if "all" in tests else tuple(dict.fromkeys(tests))
-    sc_case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+    sc_case, data = scoring_data(artifact, split, n_examples, sampled, seed)
     scorer = H._Scorer(sc_case, data, ablation, metric)
     options = {
         "equivalence": dict(epsilon=epsilon, alpha=alpha, ablation=ablation, metric=metric),
@@ -450,7 +309,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
     if o.wants_document:
         circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
         rdoc = results_document("hypothesis-test", {"tests": results},
-                                {"circuit": circuit_input, "model": _model_ref(artifact),
+                                {"circuit": circuit_input, "model": model_input(artifact),
                                  "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
         _finish(rdoc, out, o)
@@ -488,7 +347,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
         raise UsageError(f"--percentile + --margin must be below 1 (got {percentile} + {margin})")
     artifact = _artifact(case)
     edges = _circuit_edges(circuit, artifact)
-    sc_case, data = _scoring_case(artifact, split, n_examples, sampled, seed)
+    sc_case, data = scoring_data(artifact, split, n_examples, sampled, seed)
     res = adversarial_evaluation(sc_case, data, circuit_mask(artifact.graph, edges), k_worst=k_worst, metric=metric,
                                  percentile=percentile, confidence=confidence, margin=margin)
     raw, z = res.summary["raw"], res.summary["z"]
@@ -507,7 +366,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
                f"{ss['confidence']:g} at margin {ss['margin']:g} (order statistic #{ss['order_statistic']})")
     if o.wants_document:
         circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
-        rdoc = results_document("adversarial", res.to_dict(), {"circuit": circuit_input, "model": _model_ref(artifact),
+        rdoc = results_document("adversarial", res.to_dict(), {"circuit": circuit_input, "model": model_input(artifact),
                                                                "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
         _finish(rdoc, out, o)
