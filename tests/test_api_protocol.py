@@ -152,3 +152,17 @@ def test_a_bad_protocol_is_one_cbench_error_before_anything_loads(toy, capsys):
     assert code == 2 and "'MIB' is not one of 'cbench', 'mib'" in err
     code, _out, err = run_in_process(capsys, "discover", str(nowhere), "-m", "eap", "--protocol", "mib")
     assert code == 2 and err == "error: eap runs the same under MIB's code; --protocol mib applies to: nap, nap-ig, ifr, ugs\n"
+
+
+def test_discover_takes_the_commands_default_number_of_pairs(toy, capsys, tmp_path):
+    """Without n_examples the API runs on as many pairs as `cbench discover` (activation patching:
+    500; EAP: all of them), and scores the edges alike."""
+    path = tmp_path / "ap.json"
+    _cli(capsys, "discover", str(toy / "toy"), "-m", "activation-patching", "--sampled", "--out", str(path))
+    doc = json.loads(path.read_text())
+    found = cbench.discover(toy / "toy", "activation-patching", sampled=True)
+    assert found.data["n_examples"] == 500
+    assert found.edge_scores == pytest.approx({e: v["score"] for e, v in doc["edges"].items()}, rel=1e-9, abs=1e-12)
+    out = _cli(capsys, "discover", str(toy / "toy"), "-m", "eap", "--sampled", "--out", str(tmp_path / "eap.json"))
+    n_eap = cbench.discover(toy / "toy", "eap", sampled=True).data["n_examples"]
+    assert n_eap != 500 and f" {n_eap} examples" in out

@@ -60,6 +60,13 @@ class Discovery:
     seconds: float  #: the run and the document, after the data and the model were loaded
 
 
+# discover's default number of pairs per method: the smallest n (and every larger n measured) whose
+# scores stay within 0.005 edge AUROC and a Spearman rank correlation of |score| >= 0.99 of the
+# whole split's (up to 4,000 pairs) on cases 3, 13 and 18 (benchmarks/bench_discover_pairs.py,
+# docs/performance.md). EAP and EAP-IG do not reach it below the whole split: they keep it.
+STABLE_PAIRS = {"activation-patching": 500, "acdc": 1000}
+
+
 def run_discovery(art, model_ref: Mapping[str, Any], method: str, hp: Mapping[str, Any], metric: str | None = None, *,
                   split: str = "validation", n_examples: int | None = None, seed: int = 0, sampled: bool = False,
                   progress: bool = False) -> Discovery:
@@ -76,6 +83,8 @@ def run_discovery(art, model_ref: Mapping[str, Any], method: str, hp: Mapping[st
         from cbench.tasks.metrics import check_metric
 
         check_metric(metric, art.task_type)
+    if n_examples is None:  # measured by benchmarks/bench_discover_pairs.py
+        n_examples = STABLE_PAIRS.get(method)
     data = load_task_data(art.case, art.meta, split=split, n_examples=n_examples, seed=seed, use_dataset=not sampled)
     rt = CircuitRuntime(art)
     t0 = time.perf_counter()
@@ -103,7 +112,8 @@ def discover(case: Any, method: str, *, params: Mapping[str, Any] | None = None,
     (as MIB's reference code runs it, as ``cbench discover --protocol mib``; for nap, nap-ig, ifr
     and ugs; with ``ablation="optimal"``, the vectors learned as MIB's oa.py learns them;
     docs/mib-parity.md). The inputs are the case's counterfactual pairs of ``split`` (at most
-    ``n_examples``; all of them when None), or pairs sampled from meta.json with ``sampled=True``
+    ``n_examples``; when None, as ``cbench discover``: activation-patching 500, acdc 1000, the
+    other methods the whole split), or pairs sampled from meta.json with ``sampled=True``
     (``seed`` picks them, and seeds the methods that draw at random unless ``params`` gives a seed).
 
     >>> found = cbench.discover("case-3", "eap", n_examples=100)      # doctest: +SKIP

@@ -60,11 +60,6 @@ def _parse_params(items) -> dict:
     return out
 
 
-# discover's default number of pairs per method: the smallest n (and every larger n measured) whose
-# scores stay within 0.005 edge AUROC and a Spearman rank correlation of |score| >= 0.99 of the
-# whole split's (up to 4,000 pairs) on cases 3, 13 and 18 (benchmarks/bench_discover_pairs.py,
-# docs/performance.md). EAP and EAP-IG do not reach it below the whole split: they keep it.
-STABLE_PAIRS = {"activation-patching": 500, "acdc": 1000}
 
 
 def _data_for(art, split, n_examples, seed, use_dataset):
@@ -107,8 +102,6 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
                                    spelling=COMMAND_SPELLING)
     art, model_ref = resolve_case(case)
     use_cpu_threads()
-    if n_examples is None:  # measured by benchmarks/bench_discover_pairs.py
-        n_examples = STABLE_PAIRS.get(method)
     run = run_discovery(art, model_ref, method, hp, metric, split=split, n_examples=n_examples, seed=seed,
                         sampled=sampled, progress=not (quiet or as_json))
     result, data = run.result, run.data
