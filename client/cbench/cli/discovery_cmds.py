@@ -16,7 +16,7 @@ import click
 from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.runtime.threads import use_cpu_threads
-from cbench.cli.options import MAX_EXAMPLES, n_examples_option, split_option
+from cbench.cli.options import n_examples_option, split_option
 from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CacheDamagedError, CbenchError, UsageError
 
