@@ -114,11 +114,9 @@ def gates_table(metas: list[dict]) -> str:
 
 
 def _cases(spec: str) -> list[str]:
-    from cbench_builders.cases.specs import MAIN_CASES
+    from cbench_builders.cases.specs import resolve_case_ids  # main, appendix-h, all, or ids: as `cbench build siit`
 
-    if spec.strip() == "main":
-        return [str(c) for c in MAIN_CASES]
-    return [c.strip() for c in spec.split(",") if c.strip()]
+    return [str(c) for c in resolve_case_ids(spec)]
 
 
 def released_tracr_links(cases: list[str], into: Path) -> Path:
@@ -136,7 +134,7 @@ def released_tracr_links(cases: list[str], into: Path) -> Path:
 
 def train_parallel(spec: str, tracr_dir: str | None, workers: int, iit: bool) -> tuple[list[dict], str]:
     """Train the cases with ``cbench build siit --executor ray --workers N`` in a subprocess; the rows
-    of every trained model, and a note with the whole run's wall time and its CPU (the run's children)."""
+    of every trained model, and a note with the whole run's wall time and the models' training CPU."""
     cases = _cases(spec)
     with tempfile.TemporaryDirectory() as tmp:
         tracr = Path(tracr_dir) if tracr_dir else released_tracr_links(cases, Path(tmp) / "tracr")
