@@ -210,4 +210,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from cbench.errors import CbenchError
+
+    try:
+        sys.exit(main())
+    except CbenchError as e:  # an unknown case, a missing Tracr model: one line, not a traceback
+        sys.exit(f"error: {e}")
