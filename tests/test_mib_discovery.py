@@ -155,12 +155,36 @@ def test_ifr_mib_equals_the_reference_code(setup):
 
 
 # ---------------------------------------------------------------------------- UGS (MIB's code)
+def mib_unif_sample(logits: torch.Tensor, unif: torch.Tensor) -> torch.Tensor:
+    """MIB's ``EdgeMaskUnifSampler`` draw with its gradient path, from the logits (``[E]``) and one
+    uniform per row and edge (``[R, E]``): ``sample_modified_unif`` (window w = θ(1-θ), detached;
+    θ enters as w·θ - (w-1)·θ.detach(); value 1 - clamp((u - θ') / w + 1/2, 0, 1)), then
+    ``MaskSampler.sample_mask``'s ``normalize_empirical_mask`` re-weighting: the gradient (not the
+    value) multiplied by R / (rows whose value is strictly inside (1e-3, 1 - 1e-3)), 0 where no
+    row is."""
+    p = logits.sigmoid()
+    w = (p * (1 - p)).detach()
+    p = w * p - (w - 1) * p.detach()
+    s = 1 - ((unif - p) / w + 0.5).clamp(0, 1)
+    n = ((s < 1 - 1e-3) * (s > 1e-3)).sum(dim=0)
+    g = torch.where(n < 1, 0, unif.shape[0] / n)
+    return g * s + (1 - g) * s.detach()
+
+
+def unif_of_draws(theta: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """The reference's single uniform that gives the mask cbench's two draws give: sampled (u < w)
+    with value v at θ + w/2 - v·w; 1 (w <= u < θ + w/2) at u - w; else 0 at u."""
+    w = theta * (1 - theta)
+    return torch.where(u < w, theta + w / 2 - v * w, torch.where(u < theta + w / 2, u - w, u))
+
+
 def mib_ugs(model, base, source, metric, steps: int, seed: int) -> torch.Tensor:
     """MIB's UGS objective and schedule (alestolfo/optimalablation edge_pruning_unif_mib.py),
-    full batch of the given pairs, each drawn 12 times: per row, the mask drawn (u then v from one
-    generator, as cbench draws), filtered to input -> logits paths of its non-zero entries; the
-    straight-through gradient (w times the sampled-entry estimate); lambda 1e-3 x sum(theta) plus
-    2e-4 x the head node term; per-group clipping to norm 5; AdamW(1e-2, betas .9/.995)."""
+    full batch of the given pairs, each drawn 12 times: per row, the mask drawn by MIB's sampler
+    (:func:`mib_unif_sample`; its uniforms from cbench's u, v draws, :func:`unif_of_draws`),
+    filtered to input -> logits paths of its non-zero entries (the filter detached, counts taken
+    before it); lambda 1e-3 x sum(theta) plus 2e-4 x the head node term; every gradient by
+    autograd into the logits; per-group clipping to norm 5; AdamW(1e-2, betas .9/.995)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from hook_reference import hooked_patched_run, node_output_caches
 
@@ -173,33 +197,48 @@ def mib_ugs(model, base, source, metric, steps: int, seed: int) -> torch.Tensor:
     opt = torch.optim.AdamW([logits], lr=1e-2, betas=(0.9, 0.995), weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
     heads = [n.name for n in g.nodes if n.kind == "head"]
+    touch = torch.tensor([[float(h in (e.src, e.dst)) for e in g.edges] for h in heads])
     groups: dict = {}
     for e in g.edges:
         groups.setdefault((e.src.startswith("a"), e.dst.startswith("a")), []).append(e.index)
     for _ in range(steps):
         theta = torch.sigmoid(logits.detach())
-        w = theta * (1 - theta)
         u, v = torch.rand(R, E, generator=gen), torch.rand(R, E, generator=gen)
-        sampled = u < w
-        alpha = torch.where(sampled, v, ((~sampled) & (u < w + theta - 0.5 * w)).float())
-        kept = torch.stack([torch.as_tensor(g.prune_dangling((alpha[r] > 0).numpy())) for r in range(R)])
-        alpha = alpha * kept
-        weights = {e.name: alpha[:, e.index].reshape(R, 1, 1).clone().requires_grad_(True) for e in g.edges}
-        metric(hooked_patched_run(model, tokens, ablated, weights)).backward()
-        est = torch.stack([(weights[e.name].grad.reshape(R) * (sampled & kept)[:, e.index]).sum() for e in g.edges])
-        model.zero_grad(set_to_none=True)
-        s = {h: sum(theta[e.index] for e in g.edges if h in (e.src, e.dst)) for h in heads}
-        node = torch.stack([sum((1 - torch.tanh(2 * s[h] / (L * H)) ** 2) for h in heads if h in (e.src, e.dst))
-                            if any(h in (e.src, e.dst) for h in heads) else torch.tensor(0.0) for e in g.edges])
-        grad = w * est + w * (1e-3 + 2e-4 * node)
-        for idx in groups.values():
-            norm = grad[idx].norm()
-            if norm > 5.0:
-                grad[idx] = grad[idx] * (5.0 / (norm + 1e-6))
+        sample = mib_unif_sample(logits, unif_of_draws(theta, u, v))
+        kept = torch.stack([torch.as_tensor(g.prune_dangling((sample[r] > 0).detach().numpy())) for r in range(R)])
+        sample = sample * kept.float()
+        weights = {e.name: sample[:, e.index].reshape(R, 1, 1) for e in g.edges}
+        p = logits.sigmoid()
+        node = (torch.tanh(2 * (touch @ p) / (L * H)) * (L * H) / 2).sum()
         opt.zero_grad()
-        logits.grad = grad
+        (metric(hooked_patched_run(model, tokens, ablated, weights)) + 1e-3 * p.sum() + 2e-4 * node).backward()
+        model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for idx in groups.values():
+                norm = logits.grad[idx].norm()
+                if norm > 5.0:
+                    logits.grad[idx] = logits.grad[idx] * (5.0 / (norm + 1e-6))
         opt.step()
     return torch.sigmoid(logits.detach())
+
+
+def test_the_reference_sampler_draws_what_cbench_draws():
+    """The uniform mapping reproduces cbench's masks, and the sampler's gradient is w · R / n_e
+    per sampled entry (the factor the parity test below depends on)."""
+    from cbench.discovery.ugs import sample_alpha
+
+    logits = torch.linspace(-3, 3, 40).requires_grad_(True)
+    theta = logits.detach().sigmoid()
+    alpha, sampled = sample_alpha(theta, 60, torch.Generator().manual_seed(5))
+    g2 = torch.Generator().manual_seed(5)
+    u, v = torch.rand(60, 40, generator=g2), torch.rand(60, 40, generator=g2)
+    s = mib_unif_sample(logits, unif_of_draws(theta, u, v))
+    assert torch.allclose(s.detach(), alpha, atol=1e-6) and sampled.any() and (~sampled).any()
+    s.sum().backward()
+    n = ((alpha > 1e-3) & (alpha < 1 - 1e-3)).sum(0)
+    want = torch.where(n > 0, theta * (1 - theta) * 60 / n.clamp(min=1) * sampled.sum(0), torch.zeros(()))
+    assert torch.allclose(logits.grad, want, rtol=1e-5, atol=1e-7)
+    assert (60 / n[n > 0] > 2).all()  # the factor is far from 1: leaving it out changes the gradient
 
 
 def test_ugs_mib_equals_the_reference_code(setup):

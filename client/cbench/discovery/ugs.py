@@ -21,8 +21,13 @@ Scores: θ (MIB uses θ as the importance score); ``in_graph``: θ > 0.5. Every 
 ``edge_pruning_unif_mib.py`` with ``EdgeMaskUnifSampler``, run with ``reg_lamb`` 1e-3): the same
 sampling distribution, but each minibatch of 5 pairs is drawn 12 times (12 mask samples per pair);
 each sample's mask is filtered to the edges on an ``input`` -> ``logits`` path of its non-zero
-entries (``prune_dangling_edges``); the gradient comes from the code's straight-through sampler,
-which is the estimate above times w_e = θ_e (1 − θ_e); the penalty is ``lambda_reg`` times the
+entries (``prune_dangling_edges``); the gradient comes from the code's straight-through sampler
+(``sample_modified_unif``), which is the estimate above times w_e = θ_e (1 − θ_e), and times the
+sampler's per-edge rescaling (``MaskSampler.sample_mask`` with ``normalize_empirical_mask``):
+R / n_e, where R is the number of rows of the step (5 pairs x 12 draws = 60) and n_e the rows
+whose drawn value of edge e lies strictly inside (1e-3, 1 − 1e-3), counted before the dangling
+filter; 0 when n_e = 0 (:func:`sample_weights`). So an edge's estimate is a mean over the rows
+that sampled it rather than a sum divided by R. The penalty is ``lambda_reg`` times the
 **sum** of θ over edges (1e-3 by default) plus a node term on every head, ``2e-4 ·
 tanh(2 s_h / (L H)) · L H / 2`` with s_h the θ-sum of the edges into and out of head h; AdamW
 (betas 0.9 / 0.995, no weight decay) at lr 1e-2 (MIB's 5e-2 / 5 for counterfactual ablation), the
@@ -62,6 +67,14 @@ def sample_alpha(theta: torch.Tensor, n: int, gen: torch.Generator) -> tuple[tor
     one = (~sampled) & (u < w + theta - 0.5 * w)
     alpha = torch.where(sampled, v, one.to(theta.dtype))
     return alpha, sampled
+
+
+def sample_weights(alpha: torch.Tensor, low: float = 1e-3) -> torch.Tensor:
+    """``[E]``: the gradient factor MIB's mask sampler gives each edge, ``R / n_e`` with ``n_e`` the
+    rows (of ``R``) whose value is strictly inside ``(low, 1 - low)``, 0 where no row is."""
+    rows = alpha.shape[0]
+    n = ((alpha > low) & (alpha < 1.0 - low)).sum(0)
+    return torch.where(n > 0, rows / n.clamp(min=1).to(alpha.dtype), torch.zeros((), dtype=alpha.dtype))
 
 
 def step_gradient(rt, tokens, ablated, metric, alpha: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -150,13 +163,14 @@ def run_mib(ctx: Context, lambda_reg, lr, steps, seed, t0, ablation):
         m = type(m)(m.name, None if m.reference is None else _repeat(m.reference, S, 0), _repeat(m.valid, S, 0))
         theta = torch.sigmoid(logits.detach())
         alpha, sampled = sample_alpha(theta, tok.shape[0], gen)
+        weights = sample_weights(alpha)  # counted before the filter, as the reference counts them
         kept = dangling_filter(g, alpha > 0)
         alpha = alpha * kept
         grad, loss_v = step_gradient(rt, tok, abl, m, alpha, sampled & kept)
         opt.zero_grad()
         with torch.enable_grad():
             mib_penalty(g, torch.sigmoid(logits), lambda_reg, MIB["node_reg"]).backward()
-        logits.grad = logits.grad + (grad * theta * (1.0 - theta)).to(logits.dtype)
+        logits.grad = logits.grad + (grad * weights * theta * (1.0 - theta)).to(logits.dtype)
         with torch.no_grad():
             for idx in groups:
                 norm = float(logits.grad[idx].norm())
@@ -169,7 +183,8 @@ def run_mib(ctx: Context, lambda_reg, lr, steps, seed, t0, ablation):
     params = {"lambda_reg": lambda_reg, "lr": lr, "steps": steps, "batch_size": MIB["batch_size"],
               "init": MIB["init"], "seed": seed, "ablation": ablation, "protocol": "mib"}
     extra = {"final_loss": loss_v, "protocol": "mib: MIB's UGS code (12 samples per pair, per-sample dangling filter, "
-             "sum-over-edges penalty with a node term, AdamW with clipping); the paper states only the sampling"}
+             "per-edge gradient rescaling by rows / rows sampled, sum-over-edges penalty with a node term, AdamW with "
+             "clipping); the paper states only the sampling"}
     return finish(ctx, "ugs", params, theta, (theta > 0.5).cpu().numpy(), t0, extra=extra)
 
 
