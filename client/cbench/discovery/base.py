@@ -320,6 +320,8 @@ def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: f
     hp["metric"] = ctx.metric_name
     if ctx.notes:  # e.g. how MIB's optimal ablation was learned
         extra = dict(extra or {}, **ctx.notes)
+    # the type the scores were computed in: their numerical resolution follows from it (scoring/resolution.py)
+    extra = dict(extra or {}, dtype=str(ctx.runtime.dtype).removeprefix("torch."))
     return DiscoveryResult(method, hp, ctx.graph, scores, in_graph, ctx.metric_name,
                            ctx.ablation, ctx.data.data_block(), float(time.perf_counter() - (t0 or time.perf_counter())),
                            node_scores, extra or {})

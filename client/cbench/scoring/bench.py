@@ -52,6 +52,9 @@ from cbench.scoring.bench_summary import (
 from cbench.scoring.discrimination import by_tier
 from cbench.scoring.discrimination import markdown as discrimination_markdown
 from cbench.scoring.mib_protocol import mib_auroc, random_mib_auroc, side_by_side, side_by_side_markdown
+from cbench.scoring.resolution import RESOLUTION_FACTOR
+
+RESOLUTION_RULE = f"{RESOLUTION_FACTOR} x eps(dtype) x max |score|"
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 
@@ -185,6 +188,43 @@ def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signa
     promoted = auroc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
     qkv = auroc_rows(vals[:, lab.edge_keep], lab.edge_labels[lab.edge_keep]) if lab.qkv else promoted
     return np.stack([qkv, promoted], axis=1)
+
+
+def random_class_aurocs(graph, circuit, seed: int, n_seeds: int = RANDOM_SEEDS) -> dict[str, float]:
+    """The random baseline's per-class edge AUROC on a stress model: for each class, the mean over
+    the same draws as its overall figure (:func:`random_aurocs`), not one draw's."""
+    from cbench.scoring.statistics import auroc_rows
+    from cbench.scoring.stress_tier import _class_masks
+
+    vals = np.abs(random_draws(graph.n_edges, seed, n_seeds))
+    outside, classes = _class_masks(graph, circuit)
+    out = {}
+    for cls, pos in classes.items():
+        keep = pos | outside
+        if pos.any() and outside.any():
+            out[cls] = float(auroc_rows(vals[:, keep], pos[keep]).mean())
+    return out
+
+
+def resolution_markdown(auroc: dict, auroc_raw: dict, sub: dict, methods: list[str]) -> str:
+    """Per method: mean edge AUROC with sub-resolution scores tied with 0 (the bench's figure) and
+    with the raw scores, and how many ground-truth edges only sub-resolution scores had lifted."""
+    lines = ["## Numerical resolution", "",
+             f"Scores below {RESOLUTION_RULE} tie with 0 (docs/scoring.md). Per method over the cases: "
+             "mean edge AUROC as scored, the same with the raw scores ranked, and the ground-truth edges "
+             "whose non-zero score was below the resolution (ranked above the exact zeros only by rounding "
+             "residue before this rule).", "",
+             "| method | mean AUROC | mean AUROC, raw scores | ground-truth edges below resolution (cases) |",
+             "| --- | ---: | ---: | ---: |"]
+    for m in methods:
+        vals = [auroc[c][m] for c in auroc if auroc[c].get(m) is not None]
+        raws = [auroc_raw[c][m] for c in auroc_raw if auroc_raw[c].get(m) is not None]
+        if not vals:
+            continue
+        n = sum(sub.get(c, {}).get(m, 0) for c in sub)
+        cases = sum(1 for c in sub if sub[c].get(m, 0))
+        lines.append(f"| {m} | {np.mean(vals):.3f} | {np.mean(raws):.3f} | {n} ({cases}) |")
+    return "\n".join(lines) + "\n"
 
 
 def _mib_auroc(graph, doc, truth, method: str) -> float | None:
@@ -377,7 +417,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
     from cbench.scoring.progress import Progress
-    from cbench.scoring.stress_tier import class_aurocs, is_stress
+    from cbench.scoring.stress_tier import class_aurocs, class_sub_resolution, is_stress
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
     from cbench.scoring.report import results_document, write_results
     from cbench.scoring.task import case_from_artifact, pair_data
@@ -393,6 +433,10 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
+    per_class_raw: dict = {}  # per class, the raw scores ranked (sub-resolution scores not tied with 0)
+    per_class_sub: dict = {}  # per class, ground-truth edges lifted only by sub-resolution scores
+    auroc_raw: dict[str, dict[str, float | None]] = {}  # the raw scores ranked (the figures before issue 45)
+    sub_resolution: dict[str, dict[str, int]] = {}  # ground-truth edges lifted only by sub-resolution scores
     stress_meta: dict = {}
     faith: dict = {}  # CPR and CMD per case and method
     random_roc: dict = {}  # the random row's mean ROC: its true positive rate at each false positive step
@@ -466,8 +510,19 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 failures.setdefault(label, {})[method] = str(exc)
                 continue
             auroc.setdefault(label, {})[method] = res.edge_auroc
+            auroc_raw.setdefault(label, {})[method] = score_against_truth(
+                graph, doc, truth, no_signal=marks, include_no_signal=include_no_signal, floor=False).edge_auroc
+            sub_resolution.setdefault(label, {})[method] = res.n_truth_sub_resolution
             if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
-                per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
+                if method == "random":  # the mean over the same draws as the random row's overall figure
+                    per_class.setdefault(label, {})[method] = per_class_raw.setdefault(label, {})[method] = \
+                        random_class_aurocs(graph, artifact.circuit,
+                                            int(doc["method"]["hyperparameters"].get("seed", 0)))
+                else:
+                    per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
+                    per_class_raw.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit,
+                                                                               floor=False)
+                per_class_sub.setdefault(label, {})[method] = class_sub_resolution(graph, doc, artifact.circuit)
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             if faithfulness:  # CPR and CMD, every case (the report's columns; the stress tier's tables)
                 faith.setdefault(label, {})[method] = _faithfulness(*case_data(), graph, doc, protocol)
@@ -477,6 +532,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
                     graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)), no_signal=marks,
                     include_no_signal=include_no_signal).mean(0))
+                auroc_raw[label][method] = auroc[label][method]
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
             # the panel's number is the table's; the random row's curve is the mean of its draws' curves
@@ -507,12 +563,18 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     wall = time.perf_counter() - t0
     discrimination = by_tier(auroc, kinds, MAIN_CASES, method_list)  # per tier: do the real methods differ?
     table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
+    auroc_raw = {c: auroc_raw[c] for c in sorted(auroc_raw, key=_case_key)}
+    sub_resolution = {c: sub_resolution[c] for c in sorted(sub_resolution, key=_case_key)}
+    table += "\n" + resolution_markdown(auroc, auroc_raw, sub_resolution, method_list)
     both = side_by_side(auroc, auroc_mib, kinds, method_list)
     table += "\n" + side_by_side_markdown(both, method_list)
     if discrimination:
         table += "\n" + discrimination_markdown(discrimination)
     stress = _stress_block(auroc, per_class, stress_meta, method_list,
                            {c: faith[c] for c in stress_meta if c in faith})
+    if stress:
+        stress["per_class_unfloored"] = per_class_raw
+        stress["per_class_sub_resolution"] = per_class_sub
     if stress:
         from cbench.scoring.stress_tier import markdown as stress_markdown
 
@@ -522,6 +584,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     doc = results_document("bench", {"auroc": auroc, "auroc_promoted": promoted, "granularity": "qkv",
                                      "auroc_mib": {c: auroc_mib[c] for c in sorted(auroc_mib, key=_case_key)},
                                      "auroc_by_tier": both,
+                                     "auroc_unfloored": auroc_raw,
+                                     "resolution": {"rule": RESOLUTION_RULE, "factor": RESOLUTION_FACTOR,
+                                                    "truth_edges_sub_resolution": sub_resolution},
                                      "calibration": _calibration(auroc, method_list),
                                      "no_signal_edges": {c: signal[c] for c in sorted(signal, key=_case_key)},
                                      "no_signal": "included as positives" if include_no_signal

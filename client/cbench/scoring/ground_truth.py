@@ -21,6 +21,11 @@ The rules, in one place:
   ones :mod:`cbench.scoring.edge_signal` derives from the model's behaviour) are left out of the
   edge ROC entirely -- neither positive nor negative -- unless ``include_no_signal``. Promoted,
   a head edge is left out when every ground-truth q/k/v edge of it is.
+* **Numerical resolution** (:mod:`cbench.scoring.resolution`): a score whose magnitude is below
+  ``64 * eps(dtype) * max |score|`` cannot be told from 0 by the arithmetic that computed it, so
+  it is ranked as 0 (tied with the exact zeros, half credit in the AUROC); the ground-truth edges
+  that only such scores lifted are counted (``n_truth_sub_resolution``). Signed (mask-logit)
+  rankings get no floor. ``floor=False`` ranks the raw scores (the figures before issue 45).
 * **ROC/AUROC** with ties as one threshold.
 * **Nodes** (unchanged by the above) are the heads and MLPs (``input`` and ``logits`` are in
   every circuit, so they are left out of node ROC). A node is in the ground truth if a
@@ -43,6 +48,7 @@ import numpy as np
 
 from cbench.errors import GraphError, SchemaError, UsageError
 from cbench.graph.graph import Graph, parse_edge_name, promote_edge_name
+from cbench.scoring.resolution import ScoreFloor, floor_scores
 from cbench.scoring.statistics import PrecisionRecall, RocCurve, precision_recall, roc_curve
 
 __all__ = ["GroundTruthScore", "truth_head_edges", "head_level_scores", "node_scores_from_edges",
@@ -139,9 +145,9 @@ def signed_ranking(doc: Mapping) -> bool:
     return False
 
 
-def node_scores_given(graph: Graph, doc: Mapping, signed: bool = False) -> np.ndarray | None:
+def node_scores_given(graph: Graph, doc: Mapping, signed: bool = False, floor: bool = True) -> np.ndarray | None:
     """Node scores from the document's ``nodes`` when it gives a finite number for every scored
-    node (a node-level method), else None."""
+    node (a node-level method), else None; sub-resolution magnitudes tied with 0 when ``floor``."""
     nodes = doc.get("nodes")
     if not isinstance(nodes, Mapping):
         return None
@@ -152,7 +158,8 @@ def node_scores_given(graph: Graph, doc: Mapping, signed: bool = False) -> np.nd
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             return None
         out.append(float(score) if signed else abs(float(score)))
-    return np.asarray(out)
+    values = np.asarray(out)
+    return floor_scores(values, doc, signed=signed)[0] if floor else values
 
 
 def in_graph_head_edges(graph: Graph, flags: np.ndarray) -> np.ndarray:
@@ -222,6 +229,8 @@ class GroundTruthScore:
     n_true_head_edges: int = 0  # ground-truth head-level edges in promoted_roc
     no_signal_edges: tuple = ()  # ground-truth edges left out (or, with include_no_signal, kept)
     no_signal_included: bool = False
+    floor: ScoreFloor | None = None  # the resolution the edge scores were ranked at (None: raw scores)
+    n_truth_sub_resolution: int = 0  # scored ground-truth edges whose non-zero score is below it
 
     @property
     def edge_auroc(self) -> float:
@@ -261,6 +270,8 @@ class GroundTruthScore:
             "no_signal": "included as positives" if self.no_signal_included else "left out of the edge ROC",
             "node_scores": "given by the method" if self.node_scores_source == "given"
             else "max over incident head-level edges",
+            "resolution": self.floor.to_dict() if self.floor else None,
+            "n_truth_sub_resolution": self.n_truth_sub_resolution,
         }
         if curves:
             out["edge_roc"] = roc(self.edge_roc)
@@ -317,16 +328,18 @@ def edge_labels(graph: Graph, truth_edges: Iterable[str], no_signal: Iterable[st
 
 def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
                         signed: bool | None = None, no_signal: Iterable[str] = (),
-                        include_no_signal: bool = False) -> GroundTruthScore:
+                        include_no_signal: bool = False, floor: bool = True) -> GroundTruthScore:
     """Edge- and node-level ROC/AUROC and precision/recall of an (already checked) edge-scores
     document against ground-truth edges (q/k/v or head names). ``signed=None``: by the method
     (see :func:`signed_ranking`). ``no_signal``: ground-truth edges that cannot carry signal, left
-    out of the edge ROC (both granularities) unless ``include_no_signal``."""
+    out of the edge ROC (both granularities) unless ``include_no_signal``. ``floor``: scores below
+    the document's numerical resolution tie with 0 (:mod:`cbench.scoring.resolution`)."""
     if signed is None:
         signed = signed_ranking(doc)
     lab = edge_labels(graph, truth_edges, no_signal=no_signal, include_no_signal=include_no_signal)
     truth = lab.truth_heads
-    scores, flags = _edge_vector(graph, doc)
+    raw, flags = _edge_vector(graph, doc)
+    scores, score_floor = floor_scores(raw, doc, signed=signed) if floor else (raw, None)
     head_scores = head_level_scores(graph, scores, signed=signed)
 
     labels, keep_h = lab.head_labels, lab.head_keep
@@ -340,9 +353,12 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
         edge_roc = _roc(vals[keep_q], labels_q[keep_q], "")
         edge_pr = precision_recall(flags[keep_q], labels_q[keep_q])
         n_edges, n_true = int(keep_q.sum()), int((labels_q & keep_q).sum())
+        lifted = labels_q & keep_q & (raw != 0) & (scores == 0)
     else:
         edge_roc, edge_pr = promoted_roc, promoted_pr
         n_edges, n_true = int(keep_h.sum()), int((labels & keep_h).sum())
+        raw_heads = head_level_scores(graph, raw, signed=signed)
+        lifted = labels & keep_h & (raw_heads != 0) & (head_scores == 0)
 
     names = scored_nodes(graph)
     true_nodes = set()
@@ -350,7 +366,7 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
         src, dst, _ = parse_edge_name(name)
         true_nodes.update((src, dst))
     node_labels = np.array([n in true_nodes for n in names])
-    given = node_scores_given(graph, doc, signed=signed)
+    given = node_scores_given(graph, doc, signed=signed, floor=floor)
     node_scores = given if given is not None else node_scores_from_edges(graph, head_scores)
     if node_labels.all() or not node_labels.any():
         # every (or no) head and MLP is in the circuit: node ROC is undefined; report it as NaN
@@ -367,4 +383,5 @@ def score_against_truth(graph: Graph, doc: Mapping, truth_edges: Iterable[str],
         n_true_nodes=int(node_labels.sum()), node_scores_source="given" if given is not None else "edges",
         signed=signed, granularity="qkv" if lab.qkv else "head", promoted_roc=promoted_roc, promoted_pr=promoted_pr,
         n_edges=n_edges, n_true_head_edges=int((labels & keep_h).sum()), no_signal_edges=lab.marked,
-        no_signal_included=bool(include_no_signal and lab.marked))
+        no_signal_included=bool(include_no_signal and lab.marked), floor=score_floor,
+        n_truth_sub_resolution=int(lifted.sum()))

@@ -19,6 +19,7 @@ import numpy as np
 
 from cbench.graph.graph import Graph
 from cbench.scoring.ground_truth import _edge_vector, signed_ranking
+from cbench.scoring.resolution import floor_scores
 from cbench.scoring.statistics import auroc
 
 FAIL_AT_MOST = 0.75
@@ -29,22 +30,47 @@ def is_stress(circuit: Mapping | None) -> bool:
     return isinstance(circuit, Mapping) and circuit.get("model_kind") == "stress"
 
 
-def class_aurocs(graph: Graph, doc: Mapping, circuit: Mapping) -> dict[str, float]:
-    """Edge AUROC of one method's scores for each ground-truth class: that class's edges as
-    positives against every edge outside the circuit (other classes and marked edges left out)."""
-    scores, _flags = _edge_vector(graph, doc)
-    vals = scores if signed_ranking(doc) else np.abs(scores)
+def _class_masks(graph: Graph, circuit: Mapping) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Edges outside the circuit, and each ground-truth class's edges, over ``graph.edges``."""
     classes = circuit.get("edge_classes") or {}
     truth = set(circuit.get("edges") or [])
     names = list(graph.edge_names)
     outside = np.array([n not in truth for n in names])
+    return outside, {cls: np.array([classes.get(n) == cls for n in names]) for cls in sorted(set(classes.values()))}
+
+
+def class_aurocs(graph: Graph, doc: Mapping, circuit: Mapping, floor: bool = True) -> dict[str, float]:
+    """Edge AUROC of one method's scores for each ground-truth class: that class's edges as
+    positives against every edge outside the circuit (other classes and marked edges left out).
+    Scores below the document's numerical resolution tie with 0 unless ``floor=False``
+    (:mod:`cbench.scoring.resolution`)."""
+    scores, _flags = _edge_vector(graph, doc)
+    signed = signed_ranking(doc)
+    if floor:
+        scores = floor_scores(scores, doc, signed=signed)[0]
+    return class_aurocs_of(scores if signed else np.abs(scores), graph, circuit)
+
+
+def class_aurocs_of(values, graph: Graph, circuit: Mapping) -> dict[str, float]:
+    """:func:`class_aurocs` of a vector already as ranked (|score|, or signed, over ``graph.edges``)."""
+    vals = np.asarray(values, dtype=np.float64)
+    outside, classes = _class_masks(graph, circuit)
     out = {}
-    for cls in sorted(set(classes.values())):
-        pos = np.array([classes.get(n) == cls for n in names])
+    for cls, pos in classes.items():
         keep = pos | outside
         if pos.any() and outside.any():
             out[cls] = float(auroc(vals[keep], pos[keep]))
     return out
+
+
+def class_sub_resolution(graph: Graph, doc: Mapping, circuit: Mapping) -> dict[str, int]:
+    """Per ground-truth class: how many of its edges have a non-zero score below the document's
+    resolution (edges that rank above the exact zeros only by rounding residue)."""
+    raw, _flags = _edge_vector(graph, doc)
+    ranked = floor_scores(raw, doc, signed=signed_ranking(doc))[0]
+    lifted = (raw != 0) & (ranked == 0)
+    _outside, classes = _class_masks(graph, circuit)
+    return {cls: int((lifted & pos).sum()) for cls, pos in classes.items()}
 
 
 def verdict(value: float | None) -> str | None:
