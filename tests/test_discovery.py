@@ -307,7 +307,7 @@ def test_input_gradients_with_position_0_computed_once(ln):
     assert abs(v0 - v1) < 1e-6
     assert torch.all(g1[:, :, 0] == 0)
     assert torch.allclose(g0[:, :, 1:], g1[:, :, 1:], atol=1e-5 * float(g0.detach().abs().max()))
-    assert torch.allclose(a0, a1, atol=1e-6 * float(a0.abs().max()))
+    assert torch.allclose(a0, a1, atol=1e-5 * float(a0.abs().max()))  # float32 in another reduction order, as g
     ref = rt.node_outputs(data.source)
     assert torch.allclose(a1, ref, atol=1e-6 * float(ref.abs().max())), float((a1 - ref).abs().max() / ref.abs().max())
 
