@@ -14,8 +14,20 @@ What the reference code does, and what this module reproduces:
   takes ⌈pct · n_edges⌉ edges in floating point (:func:`greedy_count`).
 * **Top-n circuits** (``Graph.apply_topn(n, absolute, prune=True)``): the n best edges, pruned.
 * **Scores are float32** (the reference keeps them in a float32 tensor), so ranking uses the
-  float32 value. Ties: the reference breaks them by Python set order (hash-randomised); here by
-  the graph's edge order.
+  float32 value.
+* **Ties in greedy circuits** (:func:`mib_greedy_order`): ``apply_greedy`` keeps its candidates
+  as a chain of ``heapq.merge`` calls, one sorted list per node that joined the circuit (the
+  logits' in-edges first, then each new node's in-edges as it joins), and ``heapq.merge`` yields
+  the earlier iterable's item on equal keys. So on equal scores the edge whose destination joined
+  the circuit first wins (deterministic). The logits' list is a stable sort of the graph's edges
+  in construction order (deterministic); every other node's list is a stable sort of its
+  ``parent_edges`` **set**, so ties among one node's in-edges follow Python's string hashing of
+  the edge names (``PYTHONHASHSEED``). cbench reproduces the deterministic part and breaks the
+  hash-dependent part by the order ``Graph.from_model`` adds the edges (:func:`insertion_orders`:
+  the reference's order if its sets kept insertion order); :mod:`cbench.scoring.mib_hash_order`
+  gives the order, and the AUROC, that a given hash seed produces. (Ties in top-n circuits are
+  not covered: the reference's ``torch.argsort`` is not a stable sort; cbench keeps the graph's
+  edge order there.)
 * **AUROC** (``evaluation.py::evaluate_area_under_roc`` with ``print_results.py::area_under_curve``):
   at each size pct ∈ {.001, ..., 1} the greedy absolute circuit of ``pct · n_edges`` edges,
   pruned, is compared with the reference circuit edge by edge (TPR = TP / (TP + FN), FPR =
@@ -34,14 +46,14 @@ What the reference code does, and what this module reproduces:
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from cbench.errors import UsageError
-from cbench.graph.circuits import greedy_order
 from cbench.graph.graph import promote_edge_name
 
 PROTOCOLS = ("cbench", "mib")
@@ -55,7 +67,9 @@ __all__ = [
     "circuits_at_sizes",
     "greedy_circuit",
     "greedy_count",
+    "insertion_orders",
     "mib_auroc",
+    "mib_greedy_order",
     "mib_key",
     "mib_metric",
     "METRIC_NOTES",
@@ -110,11 +124,71 @@ def mib_key(scores) -> np.ndarray:
     return s.astype(np.float32).astype(np.float64)
 
 
+_QKV_RANK = {None: 0, "q": 0, "k": 1, "v": 2}
+
+
+def insertion_orders(graph) -> dict[str, list[int]]:
+    """Per destination node, its in-edge indices in the order the reference's ``Graph.from_model``
+    adds them (to ``Graph.edges`` and to the node's ``parent_edges``): by source in residual-stream
+    order, and for a head's inputs q, k, v of one source before the next source."""
+    fwd = {n: i for i, n in enumerate(graph.forward_nodes)}
+    into: dict[str, list] = {}
+    for e in graph.edges:
+        into.setdefault(e.dst, []).append(e)
+    return {node: [e.index for e in sorted(es, key=lambda e: (fwd[e.src], _QKV_RANK[e.qkv]))]
+            for node, es in into.items()}
+
+
+def mib_greedy_order(graph, scores, absolute: bool = True,
+                     within: Mapping[str, Sequence[int]] | None = None) -> np.ndarray:
+    """Edge indices in the order ``apply_greedy`` adds them (every edge: each node reaches the logits).
+
+    Best float32 score first (|score| when ``absolute``); on equal scores, the edge whose destination
+    joined the circuit first (the logits first), as ``heapq.merge`` on the chain of per-node
+    candidate lists gives; among equal-scored in-edges of one node, the order ``within[node]`` lists
+    them (edge indices; the reference's is its ``parent_edges`` set's iteration order, which
+    follows string hashing: :mod:`cbench.scoring.mib_hash_order`). Nodes ``within`` leaves out, and
+    always the logits (the reference sorts ``Graph.edges``, an insertion-ordered dict, there), take
+    :func:`insertion_orders`: the order is then independent of ``PYTHONHASHSEED``."""
+    key = mib_key(scores)
+    if key.shape != (graph.n_edges,):
+        raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
+    if absolute:
+        key = np.abs(key)
+    into = insertion_orders(graph)
+    rank = np.zeros(graph.n_edges, dtype=np.int64)
+    for node, idx in into.items():
+        rank[idx] = np.arange(len(idx))
+    for node, idx in (within or {}).items():
+        if node != "logits":
+            if sorted(idx) != sorted(into.get(node, ())):
+                raise UsageError(f"a tie order for {node!r} must list its in-edges, each once")
+            rank[np.asarray(idx, dtype=np.int64)] = np.arange(len(idx))
+    heap: list[tuple[float, int, int, int]] = []
+    joined = {"logits"}
+
+    def push(node: str, list_id: int) -> None:
+        # the node's candidate list: sorted by score, stable over its (set) order
+        for pos, i in enumerate(sorted(into.get(node, ()), key=lambda i: (-key[i], rank[i]))):
+            heapq.heappush(heap, (-key[i], list_id, pos, i))
+
+    push("logits", 0)
+    order = []
+    while heap:
+        i = heapq.heappop(heap)[3]
+        order.append(i)
+        src = graph.edges[i].src
+        if src not in joined:
+            joined.add(src)
+            push(src, len(joined) - 1)
+    return np.asarray(order, dtype=np.int64)
+
+
 def greedy_circuit(graph, scores, n: int, absolute: bool = True, prune: bool = True,
                    order: np.ndarray | None = None) -> np.ndarray:
     """Boolean edge mask of ``apply_greedy(n, absolute, prune)``."""
     if order is None:
-        order = greedy_order(graph, mib_key(scores), absolute)
+        order = mib_greedy_order(graph, scores, absolute)
     mask = np.zeros(graph.n_edges, dtype=bool)
     mask[order[:max(0, int(n))]] = True
     return graph.prune_dangling(mask) if prune else mask
@@ -138,7 +212,7 @@ def circuits_at_sizes(graph, scores, grid: Sequence[float] = SIZE_GRID, absolute
     if key.shape != (graph.n_edges,):
         raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
     if construction == "greedy":
-        order, build = greedy_order(graph, key, absolute), greedy_circuit
+        order, build = mib_greedy_order(graph, key, absolute), greedy_circuit
     elif construction == "top-n":
         order, build = np.argsort(-(np.abs(key) if absolute else key), kind="stable"), topn_circuit
     else:
@@ -178,13 +252,14 @@ class MibRoc:
 
 
 def mib_auroc(graph, scores, truth_edges: Iterable[str], absolute: bool = True,
-              grid: Sequence[float] = SIZE_GRID) -> MibRoc:
-    """MIB's InterpBench edge AUROC of one edge-score vector (see the module docstring)."""
+              grid: Sequence[float] = SIZE_GRID, within: Mapping[str, Sequence[int]] | None = None) -> MibRoc:
+    """MIB's InterpBench edge AUROC of one edge-score vector (see the module docstring); ``within``:
+    the tie order among a node's in-edges (:func:`mib_greedy_order`; default :func:`insertion_orders`)."""
     labels = truth_labels(graph, truth_edges)
     key = mib_key(scores)
     if key.shape != (graph.n_edges,):
         raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
-    order = greedy_order(graph, key, absolute)
+    order = mib_greedy_order(graph, key, absolute, within)
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     req, kept, tpr, fpr, prec = [], [], [], [], []
     for pct in grid:
