@@ -189,10 +189,15 @@ def _run_entry(entry, numeric_inputs, limits):
     return {"ok": True, "outputs": outs, "errors": errors}
 
 
+#: the largest integer output accepted (beyond it a float loses whole numbers; JSON may hold any)
+MAX_INT = 2 ** 53
+
+
 def clean_result(res, kind, n_inputs):
     """The result an entry reported, checked: ``{"ok": False, "reason": str}`` or ``{"ok": True,
     "outputs": [n_inputs of float|None (numeric) or str|None (strings)], "errors": int}``;
-    None for anything else (an entry writes what it likes on its pipe)."""
+    None for anything else (an entry writes what it likes on its pipe): only finite floats and
+    integers within +-2**53 are numbers here, so no value can make the check itself fail."""
     if not isinstance(res, dict) or not isinstance(res.get("ok"), bool):
         return None
     if not res["ok"]:
@@ -207,7 +212,9 @@ def clean_result(res, kind, n_inputs):
     for y in outs:
         if y is None:
             clean.append(None)
-        elif kind == "numeric" and type(y) in (int, float) and math.isfinite(y):
+        elif kind == "numeric" and type(y) is float and math.isfinite(y):
+            clean.append(y)
+        elif kind == "numeric" and type(y) is int and -MAX_INT <= y <= MAX_INT:
             clean.append(float(y))
         elif kind == "strings" and type(y) is str:
             clean.append(y)
@@ -217,6 +224,7 @@ def clean_result(res, kind, n_inputs):
 
 
 def _child(entry, numeric_inputs, limits, wfd):
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())  # the supervisor blocks SIGCHLD; user code gets a clean mask
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -244,6 +252,11 @@ def _child(entry, numeric_inputs, limits, wfd):
 
 
 def _supervise(entry, numeric_inputs, limits):
+    """Run one entry in a fork and return its checked result. The entry's wall-clock limit is
+    kept whatever it does to its descriptors or signals: the pipe is read until the deadline,
+    and then the process itself is waited for only until the same deadline (SIGCHLD is blocked
+    in the supervisor, so ``sigtimedwait`` sees every exit). At the deadline its process group
+    is killed; time it spends stopped counts like any other."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -259,13 +272,18 @@ def _supervise(entry, numeric_inputs, limits):
         finally:
             os._exit(0)
     os.close(w)
+    try:
+        os.setpgid(pid, pid)  # also done by the child; whichever runs first
+    except OSError:
+        pass
     deadline = time.monotonic() + float(limits["wall_s"])
     cap = int(limits["output_bytes"])
     chunks, size, reason = [], 0, None
+    too_long = f"ran longer than {limits['wall_s']} s (stopped)"
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            reason = f"ran longer than {limits['wall_s']} s (stopped)"
+            reason = too_long
             break
         ready, _, _ = select.select([r], [], [], left)
         if not ready:
@@ -278,13 +296,15 @@ def _supervise(entry, numeric_inputs, limits):
             reason = f"returned more than {cap} bytes of output"
             break
         chunks.append(chunk)
-    if reason:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     os.close(r)
-    _, status, usage = os.wait4(pid, 0)
+    if reason is None:
+        done = _wait_until(pid, deadline)
+        if done is None:
+            reason = too_long
+    if reason is not None:
+        _kill_entry(pid)
+        done = os.wait4(pid, 0)
+    _, status, usage = done
     if reason:
         return {"ok": False, "reason": reason}
     if os.WIFSIGNALED(status):
@@ -300,6 +320,28 @@ def _supervise(entry, numeric_inputs, limits):
         return {"ok": False, "reason": "returned nothing"}
     n = len(numeric_inputs) if entry["kind"] == "numeric" else len(entry.get("inputs") or [])
     return clean_result(res, entry["kind"], n) or {"ok": False, "reason": "returned malformed output"}
+
+
+def _wait_until(pid, deadline):
+    """``os.wait4(pid)``'s answer once the entry has exited, or None if it has not by the
+    deadline (stopped, asleep, spinning: whatever it does, this returns then)."""
+    while True:
+        done = os.wait4(pid, os.WNOHANG)
+        if done[0] == pid:
+            return done
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        signal.sigtimedwait([signal.SIGCHLD], left)
+
+
+def _kill_entry(pid):
+    """SIGKILL to the entry's process group and to the entry (a stopped process dies too)."""
+    for kill, target in ((os.killpg, pid), (os.kill, pid)):
+        try:
+            kill(target, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 # =========================================================================== the supervisor
@@ -437,8 +479,12 @@ def main():
         except (ValueError, OSError):
             pass
     sweep = sandboxed and _in_sandbox_pid_namespace()
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])  # waited for with sigtimedwait (_wait_until)
     for entry in entries:
-        res = _supervise(entry, numeric_inputs, limits)
+        try:
+            res = _supervise(entry, numeric_inputs, limits)
+        except Exception as exc:  # noqa: BLE001 - this entry's failure, never the end of the batch
+            res = {"ok": False, "reason": f"sandbox error: {type(exc).__name__}"}
         if sweep:
             _sweep()
         res["key"] = entry["key"]

@@ -50,6 +50,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from cbench.errors import FindError
+from cbench.find.limits import Limits, check_limits
 from cbench.find._bwrap import (  # noqa: F401  (NAMESPACES, WORKDIR, check_status, _host_namespaces: for tests)
     CHILD, FIX, NAMESPACES, SANDBOX_ENV, SANDBOX_UID, SECCOMP, WORKDIR, SandboxUnavailableError, _bwrap_args,
     _bwrap_version, _check_layout, _command, _data_fd, _drop, _host_env, _host_namespaces, _host_uid_problems,
@@ -57,15 +58,9 @@ from cbench.find._bwrap import (  # noqa: F401  (NAMESPACES, WORKDIR, check_stat
 )
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Per-entry limits (a batch may use ``len(entries) * wall_s`` in all)."""
-
-    wall_s: float = 10.0
-    cpu_s: int = 5
-    memory_mb: int = 1024
-    print_bytes: int = 65536
-    output_bytes: int = 1 << 20
+#: how long past an entry's wall-clock limit the host waits for the supervisor's answer on it
+#: (the supervisor kills the entry at its limit; this only ends a supervisor that stopped answering)
+HOST_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -146,9 +141,12 @@ class _Batch:
             except OSError:
                 pass
 
-    def run(self, payload: bytes, budget: float) -> tuple[bytes, dict | None]:
+    def run(self, payload: bytes, budget: float, step: float | None = None) -> tuple[bytes, dict | None]:
         """Start, check the status line (or raise), send the payload; the supervisor's output
-        after its status line (whatever it managed before ``budget`` seconds) and the status."""
+        after its status line and the status. The supervisor is killed (with everything in its
+        sandbox) ``budget`` seconds after the payload is sent or, with ``step``, when no line
+        has come for ``step`` seconds (each line answers one entry); what it wrote until then
+        is returned."""
         try:
             proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=self.workdir, env=_host_env() if not self.trust_code else SANDBOX_ENV,
@@ -175,12 +173,7 @@ class _Batch:
                 if problems:
                     raise SandboxUnavailableError("cannot sandbox submitted code: the sandbox did not hold ("
                                                   + "; ".join(problems) + "); nothing was run")
-            try:
-                out, _ = proc.communicate(payload, timeout=budget)
-            except subprocess.TimeoutExpired:
-                _kill(proc)
-                out, _ = proc.communicate()
-            return head + out, st
+            return head + _exchange(proc, payload, budget, step), st
         finally:
             _kill(proc)
             proc.wait()
@@ -210,6 +203,70 @@ class _Batch:
                 raise FindError(f"the scoring process failed to start: {why}") from None
             raise SandboxUnavailableError(f"cannot sandbox submitted code: {_explain(why)}") from None
         return rest, st
+
+
+def _exchange(proc, payload: bytes, budget: float, step: float | None) -> bytes:
+    """Write ``payload`` to the supervisor's stdin (then close it) while reading its stdout and
+    stderr; kill it ``budget`` seconds after the payload is sent, or when ``step`` seconds pass
+    without a new line on stdout. Its stdout, up to where it ended."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    out, err_tail = bytearray(), bytearray()
+    view = memoryview(payload)
+    stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+    os.set_blocking(stdin.fileno(), False)
+    sel.register(stdin.fileno(), selectors.EVENT_WRITE, "in")
+    sel.register(stdout.fileno(), selectors.EVENT_READ, "out")
+    sel.register(stderr.fileno(), selectors.EVENT_READ, "err")
+    open_reads = 2
+    end = last = None  # set once the payload is sent: the supervisor reads it all before it starts
+    sent_at = time.monotonic()
+    try:
+        while open_reads:
+            now = time.monotonic()
+            if view is not None and now - sent_at > budget:
+                break
+            deadlines = [d for d in (end, None if step is None or last is None else last + step) if d is not None]
+            if deadlines and now >= min(deadlines):
+                break
+            timeout = (min(deadlines) - now) if deadlines else max(0.0, budget - (now - sent_at))
+            for key, _ in sel.select(timeout):
+                if key.data == "in":
+                    try:
+                        n = os.write(key.fd, view[:65536])
+                    except BlockingIOError:
+                        continue
+                    except (BrokenPipeError, OSError):
+                        n = len(view)
+                    view = view[n:]
+                    if not view:
+                        sel.unregister(key.fd)
+                        stdin.close()
+                        view = None
+                        end = last = time.monotonic()
+                        end += budget
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    open_reads -= 1
+                elif key.data == "out":
+                    if b"\n" in chunk:
+                        last = time.monotonic()
+                    out += chunk
+                else:
+                    err_tail = (err_tail + chunk)[-4096:]
+    finally:
+        sel.close()
+        if open_reads:
+            _kill(proc)
+        if not stdin.closed:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+    return bytes(out)
 
 
 def _explain(why: str) -> str:
@@ -337,7 +394,7 @@ def _run_batch(entries: list[dict], numeric_inputs: list[float], limits: Limits,
     budget = 30 + len(entries) * (limits.wall_s + 1)
     batch = _Batch(boundary, private or [])
     try:
-        stdout, _ = batch.run(payload, budget)
+        stdout, _ = batch.run(payload, budget, step=limits.wall_s + HOST_GRACE_S)
     finally:
         batch.close()
     return _outcomes(stdout, entries, len(numeric_inputs))
@@ -358,6 +415,7 @@ def run_submissions(entries: list[dict], numeric_inputs: list[float], limits: Li
     Entries run in order and answers stream back, so if a supervisor dies the first unanswered
     entry is the one it died on: that one is run again alone (a failure if it dies again), the
     rest go on in a new supervisor."""
+    check_limits(limits)
     if boundary is None:
         boundary = resolve_boundary(trust_code, private_paths)
     elif boundary == NONE and not trust_code:
@@ -374,6 +432,7 @@ def run_submissions(entries: list[dict], numeric_inputs: list[float], limits: Li
             first = missing[0]
             alone = _run_batch([first], numeric_inputs, limits, boundary, private)
             results[first["key"]] = alone.get(first["key"]) or Outcome(
-                key=first["key"], ok=False, reason="the sandbox process died while running this code")
+                key=first["key"], ok=False, reason="the sandbox process died or stopped answering while running "
+                                                    "this code")
             pending = missing[1:]
     return results
