@@ -32,6 +32,9 @@ _X86_64 = {
     "clone": 56, "clone3": 435, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "socket": 41,
     "socketpair": 53, "ioctl": 16, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
     "rt_tgsigqueueinfo": 297, "setsid": 112, "setpgid": 109, "memfd_create": 319,
+    "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254, "prlimit64": 302, "setpriority": 141,
+    "sched_setparam": 142, "sched_setscheduler": 144, "sched_setaffinity": 203, "sched_setattr": 314,
+    "ioprio_set": 251, "fcntl": 72,
 }
 _AARCH64 = {
     "ptrace": 117, "setns": 268, "unshare": 97, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
@@ -50,6 +53,8 @@ _AARCH64 = {
     "msgctl": 187, "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "socket": 198, "socketpair": 199,
     "ioctl": 29, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
     "setsid": 157, "setpgid": 154, "memfd_create": 279,
+    "inotify_init1": 26, "inotify_add_watch": 27, "prlimit64": 261, "setpriority": 140, "sched_setparam": 118,
+    "sched_setscheduler": 119, "sched_setaffinity": 122, "sched_setattr": 274, "ioprio_set": 30, "fcntl": 25,
 }
 SYSCALLS = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
@@ -65,10 +70,20 @@ SANDBOX_DENY = (
     "settimeofday", "clock_settime", "adjtimex", "clock_adjtime", "sethostname", "setdomainname", "lookup_dcookie",
     "vhangup", "personality", "uselib", "fanotify_init", "process_madvise", "process_mrelease", "move_pages",
     "migrate_pages", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget",
-    "msgsnd", "msgrcv", "msgctl",
+    "msgsnd", "msgrcv", "msgctl", "inotify_init", "inotify_init1", "inotify_add_watch",
 )
-#: refused to an entry on top of SANDBOX_DENY: new processes, exec, process groups, memfd
-ENTRY_DENY = ("fork", "vfork", "execve", "execveat", "setsid", "setpgid", "memfd_create")
+#: refused to an entry on top of SANDBOX_DENY: new processes, exec, process groups, memfd, I/O priorities
+ENTRY_DENY = ("fork", "vfork", "execve", "execveat", "setsid", "setpgid", "memfd_create", "ioprio_set")
+#: allowed to an entry only on itself (first argument 0 or its own pid): another process's limits,
+#: scheduling or CPU affinity are out of its reach
+ENTRY_SELF_ONLY = ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setaffinity", "sched_setattr")
+#: fcntl commands refused to an entry: who gets a descriptor's signals (F_SETOWN, F_SETOWN_EX),
+#: which signal (F_SETSIG), directory notifications (F_NOTIFY: host file activity), leases
+F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY = 8, 10, 15, 1024, 1026
+ENTRY_FCNTL_DENY = (F_SETOWN, F_SETSIG, F_SETOWN_EX, F_SETLEASE, F_NOTIFY)
+#: ioctls refused to an entry: a socket's owner, as F_SETOWN
+FIOSETOWN, SIOCSPGRP = 0x8901, 0x8902
+PRIO_PROCESS = 0
 
 EPERM, ENOSYS, EAFNOSUPPORT = 1, 38, 97
 AF_UNIX = 1
@@ -97,7 +112,9 @@ def program(kind: str, pid: int = 0, arch: str | None = None) -> bytes:
     clone3 with ENOSYS (glibc falls back to clone, whose flags can be checked), sockets of
     every family but AF_UNIX, and the terminal ioctls TIOCSTI/TIOCLINUX.
     ``"entry"``: one entry (stacked on the first). Refuses ENTRY_DENY, clone without
-    CLONE_THREAD, and kill/tkill/tgkill/rt_(tg)sigqueueinfo aimed at any process but ``pid``.
+    CLONE_THREAD, kill/tkill/tgkill/rt_(tg)sigqueueinfo aimed at any process but ``pid``;
+    ENTRY_SELF_ONLY (prlimit64, sched_set*) and setpriority on any process but itself (0 or
+    ``pid``); the fcntl commands ENTRY_FCNTL_DENY and the ioctls FIOSETOWN/SIOCSPGRP.
     """
     arch = arch or machine()
     if arch not in SYSCALLS:
@@ -153,6 +170,20 @@ def program(kind: str, pid: int = 0, arch: str | None = None) -> bytes:
         for name in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
             block(name, sub(lambda: (ins(_LD_ABS, _arg(0)), ins(_JEQ, pid, 0, 1), ret(_RET_ALLOW),
                                      ret(_RET_ERRNO, EPERM))))
+        for name in ENTRY_SELF_ONLY:
+            block(name, sub(lambda: (ins(_LD_ABS, _arg(0)), ins(_JEQ, 0, 1, 0), ins(_JEQ, pid, 0, 1),
+                                     ret(_RET_ALLOW), ret(_RET_ERRNO, EPERM))))
+        # setpriority(which, who, prio): only PRIO_PROCESS on itself (PRIO_USER would reach every
+        # process of the sandbox's uid, the supervisor included)
+        block("setpriority", sub(lambda: (ins(_LD_ABS, _arg(0)), ins(_JEQ, PRIO_PROCESS, 0, 4),
+                                          ins(_LD_ABS, _arg(1)), ins(_JEQ, 0, 1, 0), ins(_JEQ, pid, 0, 1),
+                                          ret(_RET_ALLOW), ret(_RET_ERRNO, EPERM))))
+        n = len(ENTRY_FCNTL_DENY)
+        block("fcntl", sub(lambda: (ins(_LD_ABS, _arg(1)),
+                                    *[ins(_JEQ, cmd, n - i, 0) for i, cmd in enumerate(ENTRY_FCNTL_DENY)],
+                                    ret(_RET_ALLOW), ret(_RET_ERRNO, EPERM))))
+        block("ioctl", sub(lambda: (ins(_LD_ABS, _arg(1)), ins(_JEQ, FIOSETOWN, 1, 0), ins(_JEQ, SIOCSPGRP, 0, 1),
+                                    ret(_RET_ERRNO, EPERM), ret(_RET_ALLOW))))
     else:
         raise ValueError(kind)
     ret(_RET_ALLOW)
