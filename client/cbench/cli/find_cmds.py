@@ -16,6 +16,12 @@ import click
 
 from cbench.cli.options import FiniteFloatRange, check_not_empty, check_out
 from cbench.errors import UsageError
+from cbench.find.limits import BOUNDS, Limits
+
+#: seeds of the black boxes' noise (numpy's legacy seed range, which every generator takes)
+SEED_RANGE = click.IntRange(0, 2 ** 32 - 1)
+#: --limit of find baseline: a number of functions
+MAX_FUNCTIONS = 1_000_000
 
 _SUITE = click.option("--suite", "suite_dir", type=click.Path(path_type=Path), default=None,
                       help="a local FIND suite directory (default: pull cbench/find from the hub)")
@@ -55,7 +61,7 @@ def list_cmd(config, suite_dir, revision, as_json):
 @find.command("call", context_settings={"ignore_unknown_options": True})
 @click.argument("function_id")
 @click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
-@click.option("--seed", type=int, default=None, help="seed the per-call noise (default: fresh noise)")
+@click.option("--seed", type=SEED_RANGE, default=None, help="seed the per-call noise (default: fresh noise)")
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list of [input, output] pairs")
 @_SUITE
 @_REVISION
@@ -80,9 +86,12 @@ def call_cmd(function_id, inputs, seed, as_json, suite_dir, revision):
 @click.option("--out", type=click.Path(path_type=Path), default=None, callback=check_out,
               help="write the results JSON here")
 @click.option("--all", "all_functions", is_flag=True, help="count functions missing from the submission as failures")
-@click.option("--wall-s", type=FiniteFloatRange(0, min_open=True), default=10.0, show_default=True, help="wall-clock limit per function")
-@click.option("--cpu-s", type=int, default=5, show_default=True, help="CPU-time limit per function")
-@click.option("--memory-mb", type=int, default=1024, show_default=True, help="address-space limit per function")
+@click.option("--wall-s", type=FiniteFloatRange(*BOUNDS["wall_s"], min_open=True), default=Limits.wall_s,
+              show_default=True, help=f"wall-clock limit per function, in seconds (at most {BOUNDS['wall_s'][1]:g})")
+@click.option("--cpu-s", type=click.IntRange(*BOUNDS["cpu_s"]), default=Limits.cpu_s, show_default=True,
+              help=f"CPU-time limit per function, in seconds ({BOUNDS['cpu_s'][0]}-{BOUNDS['cpu_s'][1]})")
+@click.option("--memory-mb", type=click.IntRange(*BOUNDS["memory_mb"]), default=Limits.memory_mb, show_default=True,
+              help=f"address-space limit per function, in MiB ({BOUNDS['memory_mb'][0]}-{BOUNDS['memory_mb'][1]})")
 @click.option("--json", "as_json", is_flag=True, help="print the results document instead of the table")
 @click.option("--trust-code", is_flag=True,
               help="if the OS sandbox (bubblewrap) cannot be set up, run the code without it; only for code you trust")
@@ -91,19 +100,16 @@ def call_cmd(function_id, inputs, seed, as_json, suite_dir, revision):
 def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json, trust_code, suite_dir, revision):
     """Score SUBMISSIONS (JSON Lines: {"id", "code", "interval"?}) in the sandbox."""
     from cbench.artifacts.serialization import write_json
-    from cbench.find.sandbox import Limits
-    from cbench.find.scoring import format_table, read_submission, score
+    from cbench.files.safe_io import refuse_input_as_output
+    from cbench.find.limits import check_limits
+    from cbench.find.scoring import format_table, read_submission_file, score
     from cbench.schemas import validate
 
-    from cbench.files.safe_io import refuse_input_as_output
-
     refuse_input_as_output([("--out", out)], [("SUBMISSIONS", submissions)])
-    if wall_s <= 0 or cpu_s < 1 or memory_mb < 64:
-        raise UsageError("limits must be positive (--wall-s > 0, --cpu-s >= 1, --memory-mb >= 64)")
-    doc = read_submission(submissions)
+    limits = check_limits(Limits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb))
+    submission = read_submission_file(submissions)  # read once: what is scored is what is hashed
     suite = _load(suite_dir, revision)
-    results = score(suite, doc, limits=Limits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb),
-                    submission_path=str(submissions), all_functions=all_functions, trust_code=trust_code)
+    results = score(suite, submission, limits=limits, all_functions=all_functions, trust_code=trust_code)
     problems = validate(results, "find-results")
     if problems:  # a bug, not a user error: say so plainly
         raise RuntimeError("results do not satisfy find-results: " + "; ".join(map(str, problems[:5])))
@@ -119,8 +125,9 @@ def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json
               help="write the submission (JSON Lines) here (default: stdout)")
 @click.option("--config", type=click.Choice(["numeric", "strings"]), default=None, help="only this config")
 @click.option("--ids", default=None, help="comma-separated function ids")
-@click.option("--limit", type=int, default=None, help="only the first N functions (after --config/--ids)")
-@click.option("--seed", type=int, default=0, show_default=True, help="seeds the black boxes' noise")
+@click.option("--limit", type=click.IntRange(1, MAX_FUNCTIONS), default=None,
+              help="only the first N functions (after --config/--ids)")
+@click.option("--seed", type=SEED_RANGE, default=0, show_default=True, help="seeds the black boxes' noise")
 @_SUITE
 @_REVISION
 def baseline_cmd(out, config, ids, limit, seed, suite_dir, revision):
@@ -129,8 +136,6 @@ def baseline_cmd(out, config, ids, limit, seed, suite_dir, revision):
 
     from cbench.find.baseline import run_baseline
 
-    if limit is not None and limit < 1:
-        raise UsageError("--limit must be at least 1")
     suite = _load(suite_dir, revision)
     chosen = suite.ids(config)
     if ids:

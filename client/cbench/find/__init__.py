@@ -12,6 +12,12 @@ The function families live in :mod:`cbench.find.functions`, the runner in
 May import: ``cbench.hub``, ``cbench.artifacts``, ``cbench.schemas``, ``cbench.files``, ``cbench.errors``.
 """
 
-from cbench.find.suite import BlackBox, FindError, FindFunction, FindSuite, load_suite
-
 __all__ = ["BlackBox", "FindError", "FindFunction", "FindSuite", "load_suite"]
+
+
+def __getattr__(name):  # the suite (numpy, the hub) loads on first use: `cbench find --help` needs only the limits
+    if name in __all__:
+        from cbench.find import suite
+
+        return getattr(suite, name)
+    raise AttributeError(f"module 'cbench.find' has no attribute {name!r}")

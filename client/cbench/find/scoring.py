@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,15 +33,47 @@ IOU_THRESHOLD = 0.5
 PAPER_GPT4 = {"numeric": 0.33, "strings": 0.23}
 
 
+#: the largest submissions file read (the released suite's 2,000 entries take well under 10 MiB)
+MAX_SUBMISSION_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submissions file as it was read, once: the validated document, where it came from, and
+    the sha256 and size of exactly the bytes it was parsed from (what results.json records)."""
+
+    doc: dict
+    path: str
+    sha256: str
+    size: int
+
+    def info(self) -> dict:
+        return {"path": self.path, "sha256": self.sha256, "bytes": self.size}
+
+
+def read_submission_file(path: str | os.PathLike) -> Submission:
+    """Read a submissions file once (a regular file, at most MAX_SUBMISSION_BYTES) and parse,
+    validate and hash those bytes: see :func:`read_submission`."""
+    from cbench.files.safe_io import read_regular_file
+
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such submissions file")
+    data = read_regular_file(path, MAX_SUBMISSION_BYTES, "a submissions file", error=UsageError)
+    return Submission(doc=parse_submission(data.decode("utf-8", errors="replace"), path), path=str(path),
+                      sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+
+
 def read_submission(path: str | os.PathLike) -> dict:
     """A submissions file (JSON Lines: one entry per line, or one ``find-submission`` JSON
     document) as a validated ``cbench/find-submission/v1`` document."""
+    return read_submission_file(path).doc
+
+
+def parse_submission(text: str, path: Path) -> dict:
+    """The text of a submissions file as a validated ``cbench/find-submission/v1`` document."""
     from cbench.schemas import validate
 
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such submissions file")
-    text = path.read_text(encoding="utf-8", errors="replace")
     try:
         whole = json.loads(text)
     except ValueError:
@@ -97,14 +130,20 @@ def sandbox_jobs(suite, entries) -> list[dict]:
     return jobs
 
 
-def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), submission_path: str | None = None,
+def score(suite: FindSuite, submission: dict | Submission, *, limits: Limits = Limits(),
           all_functions: bool = False, trust_code: bool = False) -> dict:
-    """Score a validated submission document; returns a ``cbench/find-results/v1`` document.
-    The code runs behind the sandbox's OS boundary, or not at all (SandboxUnavailableError),
-    unless ``trust_code``."""
+    """Score a validated submission document, or a :class:`Submission` read by
+    :func:`read_submission_file` (results.json then records its path and the sha256 of the bytes
+    scored); returns a ``cbench/find-results/v1`` document. The code runs behind the sandbox's
+    OS boundary, or not at all (SandboxUnavailableError), unless ``trust_code``."""
     import time
 
+    from cbench.find.limits import check_limits
+
     t0 = time.perf_counter()
+    check_limits(limits)
+    source = submission if isinstance(submission, Submission) else None
+    submission = source.doc if source else submission
     entries = submission["entries"]
     unknown = [e["id"] for e in entries if e["id"] not in suite.functions]
     if unknown:
@@ -171,7 +210,7 @@ def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), subm
     results = {
         "schema": "cbench/find-results/v1",
         "suite": {k: v for k, v in suite.source.items() if v is not None},
-        "submission": _file_info(submission_path) if submission_path else {"entries": len(entries)},
+        "submission": source.info() if source else {"entries": len(entries)},
         "summary": summarise(rows, suite),
         "functions": rows,
         "limits": {k: v for k, v in vars(limits).items()},
@@ -187,11 +226,6 @@ def score(suite: FindSuite, submission: dict, *, limits: Limits = Limits(), subm
 
 def _finite(v: float):
     return round(v, 6) if math.isfinite(v) else None
-
-
-def _file_info(path) -> dict:
-    p = Path(path)
-    return {"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
 
 
 def summarise(rows: list[dict], suite: FindSuite | None = None) -> dict:
