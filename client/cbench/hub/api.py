@@ -43,10 +43,12 @@ exceptions: a missing repository answers 404 ``RepoNotFound`` (RepositoryNotFoun
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
@@ -83,6 +85,10 @@ class HubRepos:
 
     def __init__(self, hub_dir: str | os.PathLike):
         self.hub = Hub(hub_dir)
+        # repository info per (type, id, commit, full): a commit's files, card and dates never change,
+        # so a listing of every repository costs one ref read per repository once it is warm
+        self._info: dict[tuple, dict] = {}
+        self._info_lock = threading.Lock()
 
     def path(self, repo_type: str, repo_id: str) -> Path:
         if not self.hub.has_repo(repo_id, repo_type):
@@ -93,6 +99,10 @@ class HubRepos:
         """A branch, tag, full ref name (``refs/heads/...``, ``refs/tags/...``) or commit sha ->
         commit sha; RevisionNotFound for anything else, as huggingface.co answers."""
         revision = unquote(revision)
+        if revision == "main":  # the listing's and most clients' revision: read without a git process
+            sha = _branch_sha(repo, "main")
+            if sha:
+                return sha
         if SHA_RE.match(revision):
             candidates = [revision]
         elif not _REF_NAME.match(revision) or ".." in revision or revision.endswith(".lock"):
@@ -157,6 +167,29 @@ class HubRepos:
     def info(self, repo_type: str, repo_id: str, revision: str | None, full: bool = True) -> dict:
         repo = self.path(repo_type, repo_id)
         sha = self.resolve(repo, revision or "main", repo_id)
+        key = (repo_type, repo_id, sha, bool(full))
+        with self._info_lock:
+            known = self._info.get(key)
+        if known is not None:
+            return copy.deepcopy(known)
+        doc = self._info_at(repo_type, repo_id, repo, sha, full)
+        with self._info_lock:
+            if len(self._info) >= INFO_CACHE_SIZE:
+                self._info.pop(next(iter(self._info)))
+            self._info[key] = doc
+        return copy.deepcopy(doc)
+
+    def warm(self) -> None:
+        """Fill the info cache for every repository (both listings), so that the first
+        ``list_models()`` a client makes is answered as fast as the later ones."""
+        for repo_type in ("model", "dataset"):
+            try:
+                self.listing(repo_type, {"full": ["true"]})
+                self.listing(repo_type, {})
+            except Exception:  # noqa: BLE001 - warming is an optimisation; a request says what is wrong
+                return
+
+    def _info_at(self, repo_type: str, repo_id: str, repo: Path, sha: str, full: bool) -> dict:
         card = self.card_data(repo, sha) or {}
         tags = [t for t in (card.get("tags") or []) if isinstance(t, str)]
         lic = card.get("license")
@@ -255,6 +288,29 @@ class HubRepos:
             raise HubError404("EntryNotFound", f"{unquote(path)} does not exist on {unquote(revision)!r} of {repo_id}")
         return sha
 
+    def byte_range(self, repo_type: str, repo_id: str, sha: str, path: str, header: str):
+        """A download with an HTTP ``Range`` header, answered as huggingface.co does: 206 with
+        ``Content-Range`` for one satisfiable range (``bytes=a-b``, ``bytes=a-``, ``bytes=-n``),
+        416 with ``Content-Range: bytes */size`` when none of it lies in the file, and None (olah
+        sends the whole file, 200, as RFC 9110 allows) for a header it does not parse or several
+        ranges. What ``datasets``' streaming reads parquet footers with."""
+        from starlette.responses import Response
+
+        repo = self.path(repo_type, repo_id)
+        blob = git(repo, "rev-parse", f"{sha}:{path}")
+        size = int(git(repo, "cat-file", "-s", blob))
+        span = parse_range(header, size)
+        headers = {"Accept-Ranges": "bytes", "ETag": blob, "X-Repo-Commit": sha}
+        if span is None:
+            return None
+        if span == ():
+            return Response(status_code=416, headers=dict(headers, **{"Content-Range": f"bytes */{size}"}))
+        start, end = span
+        data = subprocess.run(["git", "-C", str(repo), "cat-file", "blob", blob], check=True, capture_output=True,
+                              env=_git_env()).stdout[start:end + 1]
+        return Response(content=data, status_code=206, media_type="application/octet-stream",
+                        headers=dict(headers, **{"Content-Range": f"bytes {start}-{end}/{size}"}))
+
     def home(self) -> str:
         """``GET /``: what this server is (huggingface.co answers its home page)."""
         import html
@@ -264,6 +320,57 @@ class HubRepos:
                 f"<h1>cbench local hub</h1><p>{len(models)} models and {len(datasets)} datasets from "
                 f"<code>{html.escape(str(self.hub.root))}</code>, over the Hugging Face Hub API "
                 "(<code>/api/models</code>, <code>/api/datasets</code>).</p></body></html>\n")
+
+
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$")
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | tuple[()] | None:
+    """``(first, last)`` byte of a single-range ``Range`` header over a file of ``size`` bytes;
+    ``()`` when it is unsatisfiable (starts past the end, or a zero-length suffix); None when
+    it is not one range this parses (then the whole file is the answer)."""
+    m = _RANGE.match(header or "")
+    if not m or (not m[1] and not m[2]):
+        return None
+    if not m[1]:  # suffix: the last n bytes
+        n = int(m[2])
+        return (max(size - n, 0), size - 1) if n > 0 and size > 0 else ()
+    first = int(m[1])
+    last = int(m[2]) if m[2] else None
+    if last is not None and last < first:
+        return None
+    if first >= size:
+        return ()
+    return first, size - 1 if last is None else min(last, size - 1)
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+INFO_CACHE_SIZE = 8192
+
+
+def _branch_sha(repo: Path, branch: str) -> str | None:
+    """The commit of ``refs/heads/<branch>`` read from the repository's files (the loose ref, else
+    packed-refs; a branch always names a commit), or None to ask git."""
+    git_dir = repo / ".git"
+    try:
+        sha = (git_dir / "refs" / "heads" / branch).read_text().strip()
+        return sha if SHA_RE.match(sha) else None
+    except OSError:
+        pass
+    try:
+        for line in (git_dir / "packed-refs").read_text().splitlines():
+            parts = line.split(" ")
+            if len(parts) == 2 and parts[1] == f"refs/heads/{branch}" and SHA_RE.match(parts[0]):
+                return parts[0]
+    except OSError:
+        pass
+    return None
 
 
 def _iso_z(date: str) -> str:
@@ -277,9 +384,11 @@ def _iso_z(date: str) -> str:
 class HubApi:
     """ASGI app: the calls above answered from ``hub_dir``; everything else goes to ``app``."""
 
-    def __init__(self, app, hub_dir: str | os.PathLike):
+    def __init__(self, app, hub_dir: str | os.PathLike, warm: bool = True):
         self.app = app
         self.repos = HubRepos(hub_dir)
+        if warm:  # the listings' info, read while the server starts answering
+            threading.Thread(target=self.repos.warm, name="cbench-hub-warm", daemon=True).start()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD", "POST"):
@@ -333,6 +442,12 @@ class HubApi:
             if m:
                 repo_type = "dataset" if m["type"] else "model"
                 sha = self.repos.check_file(repo_type, f"{m['org']}/{m['name']}", m["rev"], m["path"])
+                wanted = _header(scope, b"range")
+                if wanted is not None and scope["method"] == "GET":  # olah ignores Range: answered here
+                    answer = self.repos.byte_range(repo_type, f"{m['org']}/{m['name']}", sha, unquote(m["path"]),
+                                                   wanted)
+                    if answer is not None:
+                        return answer, scope
                 return None, _at_commit(scope, m, sha)
         except HubError404 as exc:
             return _error(scope, 404, exc.code, exc.message), scope
