@@ -520,11 +520,11 @@ def test_tampering_with_results_forges_nothing(escape_run):
 # ------------------------------------------------------------------ the scorer's secrets
 SCORER = r"""
 import json, sys
-from cbench.find.scoring import read_submission, score
+from cbench.find.scoring import read_submission_file, score
 from cbench.find.suite import FindSuite
 from cbench.find.sandbox import Limits
 suite, sub, out = sys.argv[1:4]  # argv[4] is the secret, planted where the sandbox could look
-res = score(FindSuite.load(suite), read_submission(sub), limits=Limits(wall_s=10.0), submission_path=sub)
+res = score(FindSuite.load(suite), read_submission_file(sub), limits=Limits(wall_s=10.0))
 open(out, "w").write(json.dumps(res))
 print(json.dumps(res["functions"]))
 """
@@ -653,11 +653,16 @@ def test_the_suite_inside_the_sandboxs_root_is_refused():
 UNPRIV_UID = 4242
 
 UNPRIV_SCRIPT = r'''
-import json, sys
+import json, sys, time
+from cbench.find import sandbox as S
 from cbench.find.sandbox import Limits, run_submissions, guarantees
 entries = [{"key": k, "kind": "numeric", "code": c} for k, c in json.loads(sys.argv[1]).items()]
+batches, real = [], S._run_batch
+S._run_batch = lambda entries, *a, **kw: batches.append(len(entries)) or real(entries, *a, **kw)
+t0 = time.monotonic()
 out = run_submissions(entries, [0.0, 1.0], Limits(wall_s=3.0, cpu_s=2, memory_mb=256))
-print(json.dumps({"outcomes": {k: [o.ok, o.outputs, o.reason] for k, o in out.items()}, "sandbox": guarantees()}))
+print(json.dumps({"outcomes": {k: [o.ok, o.outputs, o.reason] for k, o in out.items()}, "sandbox": guarantees(),
+                  "batches": batches, "elapsed": time.monotonic() - t0}))
 '''
 
 
@@ -712,7 +717,14 @@ def test_the_same_boundary_holds_for_an_unprivileged_user():
              "hooks": hooks_code().replace("_OUT = _json.dumps(REPORT)", "_OUT = float(len(REPORT))")
              .replace("return _OUT", "return 0.0 if REPORT.get('read_etc_passwd', '').startswith('ERR') else 1.0"),
              "fork": "import os\n\ndef f(x):\n    os.fork()\n    return x\n",
-             "escape": fork_bomb_code().replace("return _OUT", "return float(REPORT['forks'])")}
+             "escape": fork_bomb_code().replace("return _OUT", "return float(REPORT['forks'])"),
+             # issue 44: hanging entries, reaching the supervisor, a result it cannot compare
+             "hang_closed": hang_code("closed_then_sleep"), "hang_stopped": hang_code("closed_then_stopped"),
+             "reach": reach_code(os.path.dirname(os.__file__)).replace(
+                 "return _OUT", f"return float(sum(not REPORT[k].startswith('ERR') for k in {REACHED!r}))"),
+             "bigint": _sub("_os.write(3, b'{\"ok\": true, \"outputs\": [' + b'9' * 400 + b', 1.0], \"errors\": 0}')\n"
+                            "_os._exit(0)\n"),
+             "after": "def f(x):\n    return 3 * x\n"}
     paths = [os.path.realpath(sys.executable), sys.executable, str(ROOT), os.path.dirname(numpy.__file__)]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": "/nonexistent"}
     stages: list[str] = []
@@ -729,5 +741,349 @@ def test_the_same_boundary_holds_for_an_unprivileged_user():
     assert got["hooks"][0] and got["hooks"][1] == [0.0, 0.0]
     assert not got["fork"][0] and "tried to start a process" in got["fork"][2]
     assert got["escape"][0] and got["escape"][1] == [0.0, 0.0]
+    assert got["hang_closed"][2] == got["hang_stopped"][2] == "ran longer than 3.0 s (stopped)"
+    assert got["reach"][0] and got["reach"][1] == [0.0, 0.0], got["reach"]
+    assert got["bigint"][2] == "returned malformed output"
+    assert got["after"][0] and got["after"][1] == [0.0, 3.0]
+    assert doc["batches"] == [len(codes)] and doc["elapsed"] < 40, (doc["batches"], doc["elapsed"])
     assert doc["sandbox"]["boundary"] == "bubblewrap" and f"host uid {UNPRIV_UID}" in doc["sandbox"]["user"]
     assert_no_sandbox_process_left()
+
+
+# ================================================================== issue 44: round two
+# ------------------------------------------------------------------ deadlines that always hold
+def hang_code(how: str) -> str:
+    """An entry that tries to keep the supervisor waiting: its result descriptor (3) closed,
+    then asleep or stopped; or stopped with it open; or spinning with SIGXCPU ignored."""
+    body = {
+        "closed_then_sleep": "_os.close(3)\nimport time as _time\n_time.sleep(1000)\n",
+        "closed_then_stopped": "_os.close(3)\n_os.kill(_os.getpid(), 19)\n_os.kill(_os.getpid(), 19)\n",
+        "stopped": "_os.kill(_os.getpid(), 19)\n",
+        "closed_then_spin": "_os.close(3)\nimport signal as _signal\n_signal.signal(_signal.SIGXCPU, _signal.SIG_IGN)\n"
+                            "while True:\n    pass\n",
+    }[how]
+    return _sub(body)
+
+
+HANG_WAYS = ("closed_then_sleep", "closed_then_stopped", "stopped", "closed_then_spin")
+
+
+def _count_batches(monkeypatch) -> list:
+    """Every supervisor started by run_submissions (a rerun after a supervisor died shows here)."""
+    calls: list = []
+    real = S._run_batch
+
+    def spy(entries, *args, **kwargs):
+        calls.append([e["key"] for e in entries])
+        return real(entries, *args, **kwargs)
+
+    monkeypatch.setattr(S, "_run_batch", spy)
+    return calls
+
+
+def test_hanging_entries_cost_their_wall_time_and_the_others_score_as_if_alone(suite_dir, tmp_path, monkeypatch):
+    """Issue 44, finding 1: four entries that hang in each way, at --wall-s 2 (default CPU and
+    memory limits), interleaved with ordinary ones: scored in under 15 s, each hanging one
+    stopped at its wall-clock limit, every other one scored as if alone, one supervisor."""
+    from click.testing import CliRunner
+
+    from cbench.cli.find_cmds import find
+
+    suite = FindSuite.load(suite_dir)
+    ordinary = {"s0000": "def f(x):\n    return x[::-1]\n", "s0002": "def f(x):\n    return x.upper()\n",
+                "s0004": "def f(x):\n    return x[::-1]\n", "s0006": "def f(x):\n    return x[1:]\n"}
+    hanging = dict(zip(("s0001", "s0003", "s0005", "s0007"), (hang_code(h) for h in HANG_WAYS)))
+    alone = {fid: scoring.score(suite, {"schema": "cbench/find-submission/v1", "entries": [{"id": fid, "code": c}]},
+                                limits=Limits(wall_s=2.0))["functions"][0] for fid, c in ordinary.items()}
+    sub = tmp_path / "hang.jsonl"
+    sub.write_text("".join(json.dumps({"id": fid, "code": (ordinary | hanging)[fid]}) + "\n"
+                           for fid in sorted(ordinary | hanging)))
+    res = tmp_path / "res.json"
+    batches = _count_batches(monkeypatch)
+    t0 = time.monotonic()
+    got = CliRunner().invoke(find, ["score", str(sub), "--suite", str(suite_dir), "--wall-s", "2", "--out", str(res)])
+    elapsed = time.monotonic() - t0
+    assert got.exit_code == 0, got.output
+    rows = {r["id"]: r for r in json.loads(res.read_text())["functions"]}
+    for fid in hanging:
+        assert rows[fid]["reason"] == "ran longer than 2.0 s (stopped)", (fid, rows[fid])
+    for fid in ordinary:
+        assert rows[fid] == alone[fid], (fid, rows[fid], alone[fid])
+    assert rows["s0000"]["success"] and not rows["s0002"]["success"]
+    assert len(batches) == 1, batches  # the supervisor never died nor was stopped by the host
+    assert elapsed < 15, elapsed
+    assert_no_sandbox_process_left()
+
+
+def test_the_host_stops_a_supervisor_that_stops_answering(tmp_path, monkeypatch):
+    """Issue 44, finding 1 (the host's side): whatever keeps the supervisor itself from
+    answering (here a supervisor changed to sleep on one entry), the host gives it the entry's
+    wall time and a grace period, not the batch's budget; the entry is retried alone once and
+    the others go on in a new supervisor."""
+    child = S.CHILD.read_text()
+    head = "def _supervise(entry, numeric_inputs, limits):\n"
+    assert head in child
+    wedged = tmp_path / "child.py"
+    wedged.write_text(child.replace(head, head + "    if entry['key'] == 'wedge':\n        time.sleep(1000)\n"))
+    monkeypatch.setattr(S, "CHILD", wedged)
+    batches = _count_batches(monkeypatch)
+    entries = [{"key": k, "kind": "numeric", "code": "def f(x):\n    return x + 1\n"} for k in ("a", "wedge", "b")]
+    limits = Limits(wall_s=1.0, cpu_s=1, memory_mb=256)
+    t0 = time.monotonic()
+    out = run_submissions(entries, [1.0], limits)
+    elapsed = time.monotonic() - t0
+    assert out["a"].ok and out["b"].ok and out["b"].outputs == [2.0]
+    assert not out["wedge"].ok and "stopped answering" in out["wedge"].reason, out["wedge"]
+    assert batches == [["a", "wedge", "b"], ["wedge"], ["b"]]
+    step = limits.wall_s + S.HOST_GRACE_S
+    assert elapsed < 2 * step + 15, elapsed  # the batch's budget would be 30 + 3 * 2 s, twice
+    assert_no_sandbox_process_left()
+
+
+# ------------------------------------------------------------------ entries cannot reach the supervisor
+WITNESS = ("import os, resource, json\n\n"
+           "def f(x):\n"
+           "    return json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0),\n"
+           "                       'affinity': sorted(os.sched_getaffinity(0)),\n"
+           "                       'policy': os.sched_getscheduler(0),\n"
+           "                       'limits': [resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU,\n"
+           "                                  resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC)]})\n")
+
+
+def reach_code(watch_dir: str) -> str:
+    """With the hook off: lower the supervisor's limits, priority, CPU affinity and scheduling,
+    have the kernel signal it (F_SETOWN/F_SETOWN_EX/FIOSETOWN + F_SETSIG + O_ASYNC), watch the
+    read-only system directories (inotify, dnotify); and, to show the filter is exact, the same
+    calls on itself."""
+    return _sub(f'''
+import signal as _signal
+class _Rlimit(_ctypes.Structure):
+    _fields_ = [("cur", _ctypes.c_uint64), ("max", _ctypes.c_uint64)]
+_libc.prlimit.argtypes = [_ctypes.c_int, _ctypes.c_int, _ctypes.c_void_p, _ctypes.c_void_p]
+def _prlimit(pid, res, cur):
+    _new = _Rlimit(cur, cur)
+    if _libc.prlimit(pid, res, _ctypes.byref(_new), None) != 0:
+        raise OSError(_ctypes.get_errno(), "prlimit")
+    return "lowered"
+def _check(rc, what):
+    if rc < 0:
+        raise OSError(_ctypes.get_errno(), what)
+    return rc
+_sup = _os.getppid()
+REPORT["supervisor_pid"] = _sup
+for _res, _cur in ((9, 1 << 20), (7, 0), (0, 0), (1, 0)):  # RLIMIT_AS, NOFILE, CPU, FSIZE
+    _try("prlimit supervisor %d" % _res, lambda: _prlimit(_sup, _res, _cur))
+_try("prlimit pid 1", lambda: _prlimit(1, 9, 1 << 20))
+_try("setpriority supervisor", lambda: _os.setpriority(_os.PRIO_PROCESS, _sup, 19))
+_try("setpriority user", lambda: _os.setpriority(_os.PRIO_USER, 0, 19))
+_try("setpriority group", lambda: _os.setpriority(_os.PRIO_PGRP, _sup, 19))
+_try("sched_setaffinity supervisor", lambda: _os.sched_setaffinity(_sup, {{0}}))
+_try("sched_setscheduler supervisor", lambda: _os.sched_setscheduler(_sup, _os.SCHED_IDLE, _os.sched_param(0)))
+_try("sched_setparam supervisor", lambda: _os.sched_setparam(_sup, _os.sched_param(0)))
+_try("ioprio_set user", lambda: _sys_call(251, 3, 0, (3 << 13) | 7))
+_try("ioprio_set supervisor", lambda: _sys_call(251, 1, _sup, (3 << 13) | 7))
+_pair = (_ctypes.c_int * 2)()
+_try("socketpair", lambda: _check(_libc.socketpair(1, 1, 0, _pair), "socketpair"))
+_a, _b = _pair[0], _pair[1]
+_try("F_SETOWN", lambda: _check(_libc.fcntl(_a, 8, _sup), "fcntl"))
+_try("F_SETOWN pipe", lambda: _check(_libc.fcntl(3, 8, _sup), "fcntl"))
+class _Owner(_ctypes.Structure):
+    _fields_ = [("type", _ctypes.c_int), ("pid", _ctypes.c_int)]
+_owner = _Owner(1, _sup)
+_try("F_SETOWN_EX", lambda: _check(_libc.fcntl(_a, 15, _ctypes.byref(_owner)), "fcntl"))
+_try("FIOSETOWN", lambda: _check(_libc.ioctl(_a, 0x8901, _ctypes.byref(_ctypes.c_int(_sup))), "ioctl"))
+_try("SIOCSPGRP", lambda: _check(_libc.ioctl(_a, 0x8902, _ctypes.byref(_ctypes.c_int(_sup))), "ioctl"))
+_try("F_SETSIG", lambda: _check(_libc.fcntl(_a, 10, int(_signal.SIGINT)), "fcntl"))
+_try("O_ASYNC", lambda: _check(_libc.fcntl(_a, 4, 0o20000 | 0o4000), "fcntl"))
+_try("deliver", lambda: _os.write(_b, b"wake the supervisor"))
+_try("inotify_init1", lambda: _check(_libc.inotify_init1(0), "inotify_init1"))
+_try("inotify_init", lambda: _sys_call(253))
+_try("inotify_add_watch", lambda: _check(_libc.inotify_add_watch(_check(_sys_call(294, 0), "init"),
+                                                                 {watch_dir!r}.encode(), 0xfff), "watch"))
+_try("dnotify", lambda: _check(_libc.fcntl(_os.open({watch_dir!r}, _os.O_RDONLY), 1026, 0x80000000 | 0x3f), "fcntl"))
+_try("own prlimit", lambda: _prlimit(0, 7, 4))
+_try("own setpriority", lambda: _os.setpriority(_os.PRIO_PROCESS, 0, 19))
+_try("own sched_setaffinity", lambda: _os.sched_setaffinity(0, _os.sched_getaffinity(0)))
+_try("own F_SETFL", lambda: _check(_libc.fcntl(_a, 4, 0o4000), "fcntl"))
+''')
+
+
+REACHED = ("prlimit supervisor 9", "setpriority user", "sched_setaffinity supervisor", "F_SETOWN", "F_SETOWN_EX",
+           "F_SETSIG", "inotify_init1", "dnotify")
+SUPERVISOR_REACH = ("prlimit supervisor 9", "prlimit supervisor 7", "prlimit supervisor 0", "prlimit supervisor 1",
+                    "prlimit pid 1", "setpriority supervisor", "setpriority user", "setpriority group",
+                    "sched_setaffinity supervisor", "sched_setscheduler supervisor", "sched_setparam supervisor",
+                    "ioprio_set user", "ioprio_set supervisor", "F_SETOWN", "F_SETOWN pipe", "F_SETOWN_EX",
+                    "FIOSETOWN", "SIOCSPGRP", "F_SETSIG")
+
+
+@pytest.fixture(scope="module")
+def reach_run():
+    """A hostile entry between two witnesses (which report their priority, affinity, scheduling
+    policy and rlimits) and a correct entry; the witness also alone, for comparison."""
+    watch = os.path.dirname(os.__file__)
+    mp = pytest.MonkeyPatch()
+    batches = _count_batches(mp)
+    try:
+        alone = run_submissions([{"key": "witness", "kind": "strings", "code": WITNESS, "inputs": ["x"]}], [], LIMITS)
+        del batches[:]
+        entries = [{"key": "witness_before", "kind": "strings", "code": WITNESS, "inputs": ["x"]},
+                   {"key": "hostile", "kind": "strings", "code": reach_code(watch), "inputs": ["x"]},
+                   {"key": "witness_after", "kind": "strings", "code": WITNESS, "inputs": ["x"]},
+                   {"key": "correct", "kind": "strings", "code": "def f(x):\n    return x[::-1]\n",
+                    "inputs": ["abc", "de"]}]
+        out = run_submissions(entries, [], LIMITS)
+    finally:
+        mp.undo()
+    return {"alone": alone["witness"], "out": out, "batches": list(batches)}
+
+
+def test_an_entry_cannot_reach_the_supervisor_or_a_later_entry(reach_run):
+    """Issue 44, finding 2: prlimit64, setpriority, sched_set*, ioprio_set aimed at the
+    supervisor and F_SETOWN/F_SETOWN_EX/FIOSETOWN/SIOCSPGRP/F_SETSIG are refused (EPERM); the
+    same calls on the entry itself still work; the entries after it see exactly what an entry
+    alone sees, the correct one scores correct, and no supervisor was restarted."""
+    out = reach_run["out"]
+    assert out["hostile"].ok, out["hostile"]
+    rep = json.loads(out["hostile"].outputs[0])
+    assert rep["hook_off"] is True
+    for k in SUPERVISOR_REACH:
+        assert rep[k] == "ERR OSError 1" or rep[k] == "ERR PermissionError 1", (k, rep[k])
+    for k in ("own prlimit", "own setpriority", "own sched_setaffinity", "own F_SETFL"):
+        assert rep[k].startswith("OK"), (k, rep[k])
+    assert out["witness_before"].ok and out["witness_after"].ok
+    assert out["witness_after"].outputs == out["witness_before"].outputs == reach_run["alone"].outputs
+    assert out["correct"].ok and out["correct"].outputs == ["cba", "ed"]
+    assert reach_run["batches"] == [["witness_before", "hostile", "witness_after", "correct"]]
+    assert_no_sandbox_process_left()
+
+
+def test_inotify_and_dnotify_on_the_system_directories_are_refused(reach_run):
+    """Issue 44, finding 4: watching the read-only system directories (which the host writes)
+    would show host processes' file activity; inotify and dnotify are refused."""
+    rep = json.loads(reach_run["out"]["hostile"].outputs[0])
+    for k in ("inotify_init1", "inotify_init", "inotify_add_watch", "dnotify"):
+        assert rep[k] in ("ERR OSError 1", "ERR PermissionError 1"), (k, rep[k])
+
+
+# ------------------------------------------------------------------ results the supervisor cannot compare
+def test_a_result_the_supervisor_cannot_compare_is_that_entrys_failure(monkeypatch):
+    """Issue 44, finding 3: a 400-digit integer (or an infinity, a NaN, a huge float literal)
+    among an entry's outputs is refused as that entry's malformed output; the supervisor goes
+    on (no rerun) and the next entry scores as usual."""
+    from cbench.find._sandbox_child import clean_result
+
+    forged = {"bigint": b"9" * 400, "neg_bigint": b"-" + b"9" * 400, "inf": b"Infinity", "nan": b"NaN",
+              "huge_float": b"1e999", "big_errors": None}
+    entries = []
+    for key, value in forged.items():
+        if value is None:
+            doc = b'{"ok": true, "outputs": [1.0], "errors": ' + b"9" * 400 + b"}"
+        else:
+            doc = b'{"ok": true, "outputs": [' + value + b'], "errors": 0}'
+        entries.append({"key": key, "kind": "numeric", "code": _sub(f"_os.write(3, {doc!r})\n_os._exit(0)\n")})
+    entries.append({"key": "after", "kind": "numeric", "code": "def f(x):\n    return x * 3\n"})
+    batches = _count_batches(monkeypatch)
+    out = run_submissions(entries, [2.0], LIMITS)
+    for key in forged:
+        assert not out[key].ok and out[key].reason == "returned malformed output", (key, out[key])
+    assert out["after"].ok and out["after"].outputs == [6.0]
+    assert len(batches) == 1, batches
+    # the host's own check of the supervisor's lines refuses them the same way
+    for bad in ([10 ** 400], [-(10 ** 400)], [float("inf")], [float("nan")], [True]):
+        assert clean_result({"ok": True, "outputs": bad, "errors": 0}, "numeric", 1) is None, bad
+    assert clean_result({"ok": True, "outputs": [2 ** 53], "errors": 0}, "numeric", 1)["outputs"] == [2.0 ** 53]
+    assert clean_result({"ok": True, "outputs": [1.0], "errors": 10 ** 400}, "numeric", 1) is None
+    line = b'{"key": "k", "ok": true, "outputs": [' + b"9" * 400 + b'], "errors": 0}\n'
+    got = S._outcomes(line, [{"key": "k", "kind": "numeric", "code": ""}], 1)
+    assert not got["k"].ok and got["k"].reason == "returned malformed output"
+
+
+# ------------------------------------------------------------------ the hash of what was scored
+def test_results_record_the_hash_of_the_bytes_that_were_scored(suite_dir, tmp_path, monkeypatch):
+    """Issue 44, finding 5: the submissions file replaced while its code runs; results.json
+    names the sha256 of the bytes that were read and scored, not of the replacement."""
+    from click.testing import CliRunner
+
+    from cbench.cli.find_cmds import find
+
+    sub = tmp_path / "sub.jsonl"
+    scored = (json.dumps({"id": "s0000", "code": "def f(x):\n    return x[::-1]\n"}) + "\n").encode()
+    sub.write_bytes(scored)
+    replacement = (json.dumps({"id": "s0000", "code": "def f(x):\n    return 'other'\n"}) + "\n").encode()
+    real = scoring.run_submissions
+
+    def replace_during_the_run(*args, **kwargs):
+        out = real(*args, **kwargs)
+        sub.write_bytes(replacement)
+        return out
+
+    monkeypatch.setattr(scoring, "run_submissions", replace_during_the_run)
+    res = tmp_path / "res.json"
+    got = CliRunner().invoke(find, ["score", str(sub), "--suite", str(suite_dir), "--out", str(res)])
+    assert got.exit_code == 0, got.output
+    doc = json.loads(res.read_text())
+    assert sub.read_bytes() == replacement
+    assert doc["submission"]["sha256"] == hashlib.sha256(scored).hexdigest()
+    assert doc["submission"]["bytes"] == len(scored)
+    assert doc["functions"][0]["success"] is True  # what was scored is what the hash names
+    assert validate(doc, "find-results") == []
+
+
+# ------------------------------------------------------------------ numeric limits with bounds
+BAD_NUMBERS = ("0", "-1", "nan", "inf", "-inf", "1e300", str(10 ** 20), "9223372036854775807", "2.5e-400")
+
+
+def _cbench(args: list, capsys) -> tuple[int, list[str]]:
+    from cbench.cli import main
+
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    return code, err.strip().splitlines()
+
+
+@pytest.mark.parametrize("command,option,valid", [
+    (["find", "score", "sub.jsonl"], "--wall-s", ()),
+    (["find", "score", "sub.jsonl"], "--cpu-s", ()),
+    (["find", "score", "sub.jsonl"], "--memory-mb", ()),
+    (["find", "baseline"], "--limit", ()),
+    (["find", "baseline"], "--seed", ("0",)),
+    (["find", "call", "n0000", "1"], "--seed", ("0",)),
+])
+def test_find_numeric_options_are_bounded_at_parse_time(command, option, valid, capsys, tmp_path, monkeypatch):
+    """Issue 44, finding 6: every numeric option of find score/baseline/call refuses 0,
+    negatives, NaN, infinities, 1e300, 10**20 and the largest int64 with one `error:` line and
+    exit 2, before anything runs (no suite is loaded: CBENCH_HOME points nowhere useful)."""
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CBENCH_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    for value in BAD_NUMBERS:
+        if value in valid:
+            continue
+        code, lines = _cbench([*command, f"{option}={value}"], capsys)
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and option in lines[0], \
+            (option, value, code, lines)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("wall_s", 0.0), ("wall_s", -1.0), ("wall_s", float("nan")), ("wall_s", float("inf")), ("wall_s", 1e300),
+    ("cpu_s", 0), ("cpu_s", 10 ** 20), ("cpu_s", 2.5), ("cpu_s", True), ("memory_mb", 0), ("memory_mb", 2 ** 63 - 1),
+    ("memory_mb", 10 ** 20), ("print_bytes", -1), ("print_bytes", 10 ** 20), ("output_bytes", 0),
+    ("output_bytes", 10 ** 20),
+])
+def test_the_sandbox_api_refuses_limits_out_of_range(field, value):
+    """Issue 44, finding 6 (the Python API): run_submissions refuses such limits with one
+    UsageError line before any sandbox starts."""
+    from dataclasses import replace
+
+    from cbench.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        run_submissions([{"key": "a", "kind": "numeric", "code": "def f(x):\n    return x\n"}], [0.0],
+                        replace(LIMITS, **{field: value}))
+    assert "\n" not in str(err.value) and field.replace("_", "-") in str(err.value), str(err.value)
