@@ -237,3 +237,21 @@ def test_the_leaderboard_fits_the_window_with_its_first_column_in_view(browser, 
     other = browser.execute_script("return document.querySelector('#leaderboard tbody td.mean').getBoundingClientRect().left")
     assert after == pytest.approx(before, abs=1) and other < before + 50
     assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+
+
+def test_the_leaderboard_sentence_reads_and_the_difference_legend_lies_inside_its_svg(browser, site):
+    """Issue 47: the template's whitespace control ate the space in "method over all"; on two cases
+    the difference plot's SVG was 132 px wide with a legend label at x = 209."""
+    browser.get((site / "index.html").resolve().as_uri())
+    text = browser.execute_script("return document.querySelector('main p, body p').textContent")
+    assert "discovery method over all 2 cases" in " ".join(text.split())
+    assert "methodover" not in text
+    inside = browser.execute_script("""
+        const svg = document.getElementById('diff-svg'); const b = svg.getBoundingClientRect();
+        return Array.from(svg.querySelectorAll('.legend text, .legend rect')).map(n => {
+          const r = n.getBoundingClientRect();
+          return [n.textContent, r.left >= b.left - 0.5 && r.right <= b.right + 0.5 && r.top >= b.top - 0.5
+                  && r.bottom <= b.bottom + 0.5]; });""")
+    assert inside and all(ok for _name, ok in inside), inside
+    caption = browser.execute_script("return document.getElementById('diff-plot').parentNode.previousElementSibling.textContent")
+    assert "Dots" not in caption and "bar" in caption

@@ -72,7 +72,9 @@
     var cases = data.cases;
     var bw = Math.max(3, Math.min(12, Math.floor(220 / Math.max(1, others.length))));
     var group = bw * Math.max(1, others.length) + 14;
-    var left = 46, top = 10, h = 190, width = left + group * cases.length + 10, height = top + h + 40;
+    var left = 46, top = 10, h = 190, height = top + h + 40;
+    // wide enough for the bars and for the legend's first row (up to six entries of 150 px)
+    var width = Math.max(left + group * cases.length + 10, left + Math.min(6, others.length) * 150 + 10);
     var svg = el("svg", {width: width, height: height, viewBox: "0 0 " + width + " " + height, id: "diff-svg",
                          "data-against": against, role: "img"});
     svg.appendChild(el("title", {}, "edge AUROC minus " + against + "'s, per case"));
