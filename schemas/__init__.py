@@ -23,10 +23,11 @@ from cbench.schemas.graph_documents import GRAPH_KINDS, check_against_graph
 from cbench.schemas.json_files import FileReport, loads, read_json, validate_file
 from cbench.schemas.messages import Violation, format_path
 from cbench.schemas.registry import (DEFS_FILE, MAX_DEPTH, MAX_JSON_BYTES, SCHEMA_BASE_URI, SCHEMA_KINDS,
-                                     SCHEMA_VERSION, SIZE_GRID, _kind_name, _validator, kind_of, load_schema,
-                                     schema_id)
+                                     SCHEMA_VERSION, SIZE_GRID, _kind_name, _validator, bundled_schema, kind_of,
+                                     load_schema, schema_id, schema_registry)
 
 __all__ = ["DEFS_FILE", "GRAPH_KINDS", "MAX_DEPTH", "MAX_INT_BITS", "MAX_JSON_BYTES", "SCHEMA_BASE_URI",
            "SCHEMA_KINDS", "SCHEMA_VERSION", "SIZE_GRID", "FileReport", "Violation", "check", "check_against_graph",
            "format_path", "kind_of", "load_schema", "loads", "read_json", "schema_id", "validate", "validate_file",
+           "bundled_schema", "schema_registry",
            "_kind_name", "_validator", "_walk"]

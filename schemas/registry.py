@@ -139,6 +139,28 @@ def _schema_by_id() -> dict:
     return found
 
 
+def schema_registry():
+    """A ``referencing.Registry`` with every cbench schema under its ``$id``: what plain
+    ``jsonschema`` needs to follow the schemas' ``$ref``\ s to the shared definitions
+    (``jsonschema.validate(doc, load_schema("circuit"), registry=schema_registry())``) without
+    fetching anything. The ``$id`` s (``https://cbench.dev/schemas/<kind>/v1``) are names, not
+    addresses to download: the hub repository ``cbench/schemas`` holds the same files."""
+    return _registry()
+
+
+def bundled_schema(kind: str) -> dict:
+    """The schema of ``kind`` as one self-contained document (JSON Schema 2020-12 bundling): the
+    shared definitions embedded under ``$defs`` with their own ``$id``, so a plain validator
+    resolves every ``$ref`` inside the document, with no registry and no network:
+    ``jsonschema.validate(doc, bundled_schema("edge-scores"))``."""
+    schema = load_schema(kind)
+    schema.setdefault("$defs", {})[BUNDLED_DEFS_KEY] = copy.deepcopy(_load_raw(DEFS_FILE))
+    return schema
+
+
+BUNDLED_DEFS_KEY = "cbench-defs-v1"
+
+
 @functools.lru_cache(maxsize=None)
 def _registry():
     from referencing import Registry, Resource

@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "siit-report": "cbench_builders.siit.report:siit_report_cmd",
     "release": "cbench_builders.release.zoo:build_release_cmd",
     "re-release": "cbench_builders.release.rerelease:rerelease_cmd",
+    "schemas": "cbench_builders.release.schemas:build_schemas_cmd",
     "find": "cbench_builders.find.suite:build_find_cmd",
     "ioi-model": "cbench_builders.ioi.build:build_ioi_cmd",
     "stress": "cbench_builders.stress.build:build_stress_cmd",
