@@ -18,6 +18,7 @@ unless a regular file, refused above a size limit before anything is read.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import uuid
@@ -63,7 +64,25 @@ def output_target(path: str | os.PathLike, option: str = "--out") -> Path:
     if not parent.is_dir():
         raise UsageError(f"{option} {p}: directory {parent} does not exist; create it first "
                          "(cbench does not create missing directories)")
+    check_writable(parent, option, p)
     return target
+
+
+def check_writable(directory: str | os.PathLike, option: str, given: str | os.PathLike) -> None:
+    """UsageError unless a file can be created in ``directory`` (tried: an empty directory made and
+    removed at once, so ``/proc``, a read-only mount or a directory of another user is refused
+    before any work, whatever ``os.access`` says for root)."""
+    import tempfile
+
+    try:
+        probe = tempfile.mkdtemp(prefix=f".cbench-probe-{os.getpid()}-", dir=directory)
+    except OSError as exc:
+        why = "it takes no new files" if exc.errno == errno.ENOENT else (exc.strerror or str(exc))
+        raise UsageError(f"{option} {given}: cannot write in {directory} ({why})") from None
+    try:
+        os.rmdir(probe)
+    except OSError:
+        pass
 
 
 def output_directory(path: str | os.PathLike, option: str = "--out") -> Path:
@@ -85,11 +104,43 @@ def output_directory(path: str | os.PathLike, option: str = "--out") -> Path:
     if st is not None:
         if not stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
+        check_writable(p, option, p)
         return p
     parent = Path(os.path.abspath(p)).parent
     if not parent.is_dir():
         raise UsageError(f"{option} {p}: directory {parent} does not exist; create it first "
                          "(cbench does not create missing directories)")
+    check_writable(parent, option, p)
+    return p
+
+
+def output_tree(path: str | os.PathLike, option: str = "--out") -> Path:
+    """The directory a build writes into, creating it and its missing parents later: checked
+    now, before any work, that it is new or a directory, and that the nearest existing directory
+    above it is a directory cbench can write in. UsageError otherwise."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise UsageError(f"{option} is empty; give a directory name")
+    if "\0" in str(text):
+        raise UsageError(f"{option} {text!r} contains a NUL byte")
+    p = Path(text)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot use it ({exc.strerror or exc})") from None
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
+        check_writable(p, option, p)
+        return p
+    above = Path(os.path.abspath(p)).parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise UsageError(f"{option} {p}: {above} is not a directory")
+    check_writable(above, option, p)
     return p
 
 
