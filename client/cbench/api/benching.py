@@ -16,6 +16,8 @@ def _names(value: str | Iterable[str] | None, what: str) -> str | None:
         return None
     if isinstance(value, str):
         return value
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, bytearray)):
+        raise UsageError(f"{what} must be a string or a list of strings (got {type(value).__name__})")
     items = [str(v) for v in value]
     if not items:
         raise UsageError(f"{what} is empty; leave it out for the default")
@@ -36,13 +38,22 @@ def bench(cases: str | Iterable[str] = "main", methods: str | Iterable[str] | No
 
     >>> cbench.bench(["3"], ["eap", "random"], out="results/b").auroc["3"]   # doctest: +SKIP
     """
+    from cbench.api import arguments as check
     from cbench.files.safe_io import output_directory
     from cbench.scoring.bench import run_bench
 
+    check.n_examples("n_examples", n_examples, low=2)
+    check.flag("sampled", sampled)
+    check.seed("seed", seed)
+    check.flag("include_no_signal", include_no_signal)
+    if echo is not None and not callable(echo):
+        raise UsageError(f"echo must be a function of one line (got {type(echo).__name__})")
     cases_arg = _names(cases, "cases")
     methods_arg = _names(methods, "methods")
     if out is None:
         raise UsageError("out: give the results directory")
+    if not isinstance(out, (str, os.PathLike)):
+        raise UsageError(f"out must be a directory path (got {type(out).__name__})")
     output_directory(str(out), "out")
     doc = run_bench(cases_arg, methods_arg, str(out), n_examples=n_examples, sampled=sampled, seed=seed,
                     echo=echo or (lambda _line: None), include_no_signal=include_no_signal)

@@ -21,11 +21,12 @@ def verify(case: Any, *, n_pairs: int = 1000, seed: int = 20261122, sampled: boo
     True
     """
     from cbench.api.inputs import resolve_case
-    from cbench.errors import UsageError
+    from cbench.api import arguments as check
     from cbench.verify.artifact import verify_artifact
 
-    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 10:
-        raise UsageError(f"n_pairs must be an integer of at least 10 (got {n_pairs!r})")
+    check.n_examples("n_pairs", n_pairs, low=10)
+    check.seed("seed", seed)
+    check.flag("sampled", sampled)
     art = resolve_case(case, revision=revision, endpoint=endpoint, hub=hub).artifact
     report = verify_artifact(art, n_pairs=n_pairs, seed=seed, use_dataset=not sampled)
     return VerifyResult(case=report.case, model_kind=report.model_kind, passed=report.passed,

@@ -122,9 +122,14 @@ def discover(case: Any, method: str, *, params: Mapping[str, Any] | None = None,
     """
     from cbench.api.inputs import resolve_case
 
+    from cbench.api import arguments as check
+
+    check.n_examples("n_examples", n_examples, none_ok=True)
+    check.seed("seed", seed)
+    check.flag("sampled", sampled)
+    check.flag("progress", progress)
+    check.choice("split", split, check.SPLITS)
     hp = discovery_hyperparameters(method, params, ablation=ablation, seed=seed, protocol=protocol)
-    if n_examples is not None and (isinstance(n_examples, bool) or not isinstance(n_examples, int) or n_examples < 1):
-        raise UsageError(f"n_examples must be a positive integer (got {n_examples!r})")
     resolved = resolve_case(case, revision=revision, endpoint=endpoint, hub=hub)
     art = resolved.artifact
     run = run_discovery(art, resolved.model, method, hp, metric, split=split, n_examples=n_examples, seed=seed,

@@ -26,8 +26,11 @@ def pull(spec: str, revision: str | None = None, *, repo_type: str = "model", en
     """
     from cbench.hub.pull import pull as do_pull
 
+    from cbench.api.arguments import flag
+
     if repo_type not in ("model", "dataset"):
         raise UsageError(f"repo_type must be 'model' or 'dataset' (got {repo_type!r})")
+    flag("accept_moved_tag", accept_moved_tag)
     snap = do_pull(spec, revision, repo_type=repo_type, endpoint=endpoint, hub=hub,
                    accept_moved_tag=accept_moved_tag)
     case = None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cbench.api import arguments as check
 from cbench.api.results import EvaluationResult, ScoreResult
 from cbench.errors import SchemaError, UsageError
 
@@ -132,6 +133,14 @@ def score_edges(artifact, scores: Any, *, signed: bool | None, include_no_signal
     return doc, source, truth, mib
 
 
+def _check_data_arguments(split: Any, n_examples: Any, sampled: Any, seed: Any) -> None:
+    """The pairs a scoring call draws: as ``cbench score``'s and ``cbench evaluate``'s options."""
+    check.choice("split", split, check.SPLITS)
+    check.n_examples("n_examples", n_examples, low=2, none_ok=True)
+    check.flag("sampled", sampled)
+    check.seed("seed", seed)
+
+
 def score(case: Any, scores: Any, *, signed: bool | None = None, include_no_signal: bool = False,
           protocol: str = "cbench", split: str = "validation", n_examples: int | None = 200, sampled: bool = False,
           seed: int = 0, revision: str | None = None, endpoint: str | None = None,
@@ -152,6 +161,10 @@ def score(case: Any, scores: Any, *, signed: bool | None = None, include_no_sign
     from cbench.api.inputs import check_protocol, resolve_case
 
     check_protocol(protocol)
+    _check_data_arguments(split, n_examples, sampled, seed)
+    if signed is not None:
+        check.flag("signed", signed)
+    check.flag("include_no_signal", include_no_signal)
     t0 = time.perf_counter()
     artifact = resolve_case(case, revision=revision, endpoint=endpoint, hub=hub).artifact
     doc, source, truth, mib = score_edges(artifact, scores, signed=signed, include_no_signal=include_no_signal,
@@ -375,6 +388,7 @@ def evaluate(submission: Any, case: Any = None, *, ablation: str = "resample", m
     if construction not in CONSTRUCTIONS:
         raise UsageError(f"construction must be auto, top-n or greedy (got {construction!r})")
     check_protocol(protocol)
+    _check_data_arguments(split, n_examples, sampled, seed)
     sub = load_submission(submission, case, revision=revision, endpoint=endpoint, hub=hub)
     ev = run_evaluation(sub, ablation=ablation, metric=metric, construction=construction, protocol=protocol,
                         split=split, n_examples=n_examples, sampled=sampled, seed=seed, t0=t0)
