@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 import cbench
+from cbench.cli.options import MAX_COUNT, SEED_TYPE, check_out_tree, counts
 from cbench.errors import BuildError, CbenchError, UsageError, did_you_mean
 from cbench_builders.datasets import circuits as circuits_dataset, counterfactuals
 from cbench_builders.datasets.high_level import TIE_GAP
@@ -355,7 +356,7 @@ def build_datasets(cases: list[str], datasets=DATASETS, *, train_size: int | Non
 @click.option("--all", "all_cases", is_flag=True, help="every case in model_zoo/cases")
 @click.option("--datasets", "datasets_", default=",".join(DATASETS), show_default=True,
               help="which datasets to build (comma-separated)")
-@click.option("--train-size", type=int, default=None,
+@click.option("--train-size", type=counts(1, MAX_COUNT), default=None,
               help="counterfactual train pairs per case (default: the case spec's, else 20000); "
                    "validation is 20% of it, test the same as validation")
 @click.option("--distinct-pairs", is_flag=True, help="refuse to repeat a (base, source) pair when a split asks "
@@ -364,10 +365,10 @@ def build_datasets(cases: list[str], datasets=DATASETS, *, train_size: int | Non
               help="where the compiled Tracr models are (tracr-case-<id>/)")
 @click.option("--siit-dir", default="build/siit", type=click.Path(path_type=Path), show_default=True,
               help="where SIIT models are (case-<id>/), for the circuits dataset's in_circuit_siit")
-@click.option("--out", default="build/datasets", type=click.Path(path_type=Path), show_default=True,
+@click.option("--out", default="build/datasets", type=click.Path(path_type=Path), show_default=True, callback=check_out_tree,
               help="one directory per dataset repository is written under it")
 @click.option("--ioi-sizes", default=None, help="IOI rows per split as TRAIN,VALIDATION,TEST [10000,1000,1000]")
-@click.option("--ioi-seed", type=int, default=ioi.DEFAULT_SEED, show_default=True)
+@click.option("--ioi-seed", type=SEED_TYPE, default=ioi.DEFAULT_SEED, show_default=True)
 @click.option("--ioi-counterfactuals", default=None,
               help="comma-separated IOI counterfactual types (default: all eight of MIB's Table 6)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar or summary")

@@ -25,6 +25,7 @@ import click
 import numpy as np
 
 import cbench
+from cbench.cli.options import SEED_TYPE, check_out_tree, counts
 from cbench.errors import UsageError
 from cbench.find import functions as F
 from cbench_builders.find import mlp as M
@@ -341,10 +342,10 @@ def build_suite(out: Path, seed: int = DEFAULT_SEED, n_numeric: int = 1000, n_st
 
 @click.command("find")
 @click.option("--out", default="build/datasets", type=click.Path(path_type=Path), show_default=True,
-              help="the suite is written to OUT/find/")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True)
-@click.option("--n-numeric", type=int, default=1000, show_default=True)
-@click.option("--n-strings", type=int, default=1000, show_default=True)
+              callback=check_out_tree, help="the suite is written to OUT/find/")
+@click.option("--seed", type=SEED_TYPE, default=DEFAULT_SEED, show_default=True)
+@click.option("--n-numeric", type=counts(0, 100_000), default=1000, show_default=True)
+@click.option("--n-strings", type=counts(0, 100_000), default=1000, show_default=True)
 def build_find_cmd(out, seed, n_numeric, n_strings):
     """Build the FIND suite (numeric and string functions with known answers) as a dataset."""
     s = build_suite(out, seed, n_numeric, n_strings)

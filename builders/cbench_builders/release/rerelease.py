@@ -195,6 +195,16 @@ def rerelease_one(src: Path, dst: Path) -> list[Upgrade] | None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _check_version(value: str | None, option: str) -> str | None:
+    """``value`` if it is None or a version tag vMAJOR.MINOR.PATCH; UsageError otherwise."""
+    from cbench.errors import UsageError
+    from cbench.hub.repos import is_version
+
+    if value is not None and not is_version(value):
+        raise UsageError(f"{option} {value!r} is not a version (vMAJOR.MINOR.PATCH, e.g. v1.2.0)")
+    return value
+
+
 def rerelease(zoo: Path, only: set[str] | None = None, echo=lambda s: None) -> list[str]:
     """Re-release every model of the zoo that is not in today's form; returns ``org/name@version``."""
     from cbench.hub.repos import sort_versions
@@ -226,8 +236,9 @@ def rerelease(zoo: Path, only: set[str] | None = None, echo=lambda s: None) -> l
 @click.command("re-release")
 @click.option("--only", default=None, help="comma-separated model names (default: every released model)")
 @click.option("--zoo", default=None, type=click.Path(path_type=Path), help="model_zoo directory (default: the repo's)")
-@click.option("--index-version", default=None,
-              help="the benchmark index's version after the re-release (default: its minor version + 1)")
+@click.option("--index-version", default=None, callback=lambda ctx, param, v: _check_version(v, "--index-version"),
+              help="the benchmark index's version after the re-release, vMAJOR.MINOR.PATCH (default: its minor "
+                   "version + 1)")
 def rerelease_cmd(only, zoo, index_version):
     """Re-release every model not in today's artifact form as its next minor version (same weights)."""
     from cbench.errors import UsageError

@@ -26,6 +26,8 @@ import torch
 
 import cbench
 from cbench.cli.executor_opts import executor_options
+from cbench.cli.options import (MAX_COUNT, MAX_EXAMPLES, MAX_SECONDS, MAX_WEIGHT, SEED_TYPE, check_out_tree, counts,
+                                floats)
 from cbench.errors import BuildError, CbenchError, UsageError
 from cbench.tasks.labels import NONE_LABEL
 from cbench.verify.gates import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
@@ -391,36 +393,36 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--cases", help="comma-separated case ids, e.g. 3,33, or main, appendix-h, all")
 @click.option("--main", "main_cases", is_flag=True, help="the 16 main cases of the paper")
 @click.option("--tracr-dir", default="build/tracr", type=click.Path(path_type=Path), show_default=True)
-@click.option("--out", "out_dir", default="build/siit", type=click.Path(path_type=Path), show_default=True)
+@click.option("--out", "out_dir", default="build/siit", type=click.Path(path_type=Path), show_default=True, callback=check_out_tree)
 @click.option("--iit", is_flag=True, help="plain IIT (strictness weight 0), the comparison set (iit-case-<id>)")
 @click.option("--algorithm", type=click.Choice(["algorithm-1", "summed"]), default=None,
               help="Algorithm 1 (three optimizer steps) or appendix H's summed loss [default: the case spec's]")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="upper bound on epochs")
-@click.option("--siit-weight", type=click.FloatRange(min=0), default=None)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None)
-@click.option("--batch-size", type=click.IntRange(min=1), default=None)
-@click.option("--train-size", type=click.IntRange(min=16), default=None)
-@click.option("--seed", type=int, default=None, help="[default: the case spec's seed]")
-@click.option("--target", type=click.FloatRange(0, 1), default=None, help="early-stop level for acc/IIA/SIIA")
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="torch threads (results depend on it)")
-@click.option("--eval-pairs", type=click.IntRange(min=10), default=None, help="validation pairs per epoch")
-@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--epochs", type=counts(1, 1_000_000), default=None, help="upper bound on epochs")
+@click.option("--siit-weight", type=floats(0, MAX_WEIGHT), default=None)
+@click.option("--lr", type=floats(0, 10, low_open=True), default=None)
+@click.option("--batch-size", type=counts(1, 1_000_000), default=None)
+@click.option("--train-size", type=counts(16, MAX_COUNT), default=None)
+@click.option("--seed", type=SEED_TYPE, default=None, help="[default: the case spec's seed]")
+@click.option("--target", type=floats(0, 1), default=None, help="early-stop level for acc/IIA/SIIA")
+@click.option("--threads", type=counts(1, 1024), default=None, help="torch threads (results depend on it)")
+@click.option("--eval-pairs", type=counts(10, MAX_EXAMPLES), default=None, help="validation pairs per epoch")
+@click.option("--time-limit", type=floats(0, MAX_SECONDS, low_open=True), default=None,
               help="stop training a case after this many seconds (wall)")
-@click.option("--cpu-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--cpu-limit", type=floats(0, MAX_SECONDS, low_open=True), default=None,
               help="stop training a case after this many seconds of its process's CPU (the specs' cpu_limit_s)")
 @click.option("--keep-failed", is_flag=True, help="write models that miss a release gate (marked as such)")
-@click.option("--failed-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--failed-dir", type=click.Path(path_type=Path), default=None, callback=check_out_tree,
               help="with --keep-failed: write those models here instead of --out")
 @click.option("--source-gradients/--no-source-gradients", default=None,
               help="differentiate the loss through the low-level source activations [default: the case spec's]")
-@click.option("--edge-weight", type=click.FloatRange(min=0), default=None,
+@click.option("--edge-weight", type=floats(0, MAX_WEIGHT), default=None,
               help="weight of edge-level strictness (0: node strictness only, as InterpBench) [default: the case spec's]")
-@click.option("--edge-target", type=click.FloatRange(0, 1), default=None,
+@click.option("--edge-target", type=floats(0, 1), default=None,
               help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
                    "[default: the case spec's, else --target]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
-@click.option("--checkpoint-dir", type=click.Path(path_type=Path), default=None,
+@click.option("--checkpoint-dir", type=click.Path(path_type=Path), default=None, callback=check_out_tree,
               help="save each case's training state here after every epoch (<name>.pt) and continue from it "
                    "when it is there: a stopped run resumes where it was")
 @executor_options

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 import torch
 
+from cbench.cli.options import MAX_EXAMPLES, check_out, counts
 from cbench.errors import BuildError
 
 REPORT_PAIRS = 2_000
@@ -138,11 +139,11 @@ DEFAULT_REPORT_OUT = Path("build/siit-vs-iit.md")
 @click.option("--models", "models_dirs", multiple=True, type=click.Path(path_type=Path),
               help="directory with case-<id> / iit-case-<id> artifacts (repeatable) "
                    "[default: build/siit and build/siit-failed]")
-@click.option("--out", "out", default=None, type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--out", "out", default=None, type=click.Path(path_type=Path, dir_okay=False), callback=check_out,
               help=f"markdown file [default: {DEFAULT_REPORT_OUT}; the tracked model_zoo/siit-vs-iit.md only "
                    "with --update-zoo]")
 @click.option("--update-zoo", is_flag=True, help="write the tracked model_zoo/siit-vs-iit.md")
-@click.option("--pairs", "n_pairs", default=REPORT_PAIRS, show_default=True, type=click.IntRange(min=10))
+@click.option("--pairs", "n_pairs", default=REPORT_PAIRS, show_default=True, type=counts(10, MAX_EXAMPLES))
 def siit_report_cmd(models_dirs, out, update_zoo, n_pairs):
     """Regenerate the IIT vs SIIT report (mean out-of-circuit resample effect per case).
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.options import check_out_tree
 from cbench.errors import BuildError, UsageError
 from cbench_builders.stress.designs import StressDesign
 from cbench_builders.stress.registry import DESIGNS
@@ -97,7 +98,7 @@ def build_one(d: StressDesign, out: Path, n_pairs: int = 1000, overwrite: bool =
 
 
 @click.command("stress")
-@click.option("--out", "out_dir", default="build/stress", type=click.Path(path_type=Path), show_default=True,
+@click.option("--out", "out_dir", default="build/stress", type=click.Path(path_type=Path), show_default=True, callback=check_out_tree,
               help="where the models are written, one directory each")
 @click.option("--only", default=None, help="comma-separated model names (default: every stress model)")
 @click.option("--n-pairs", default=1000, show_default=True, type=click.IntRange(50, 100_000),

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from cbench.cli.options import check_out_tree
 from cbench.errors import UsageError
 from cbench_builders.stress.build import meta_of
 from cbench_builders.stress.registry import DESIGNS
@@ -85,7 +86,8 @@ def build_stress_dataset(out: Path, names: list[str], rows: int = ROWS, echo=cli
 
 @click.command("stress-dataset")
 @click.option("--out", "out_dir", default="build/stress-dataset/stress-counterfactuals", show_default=True,
-              type=click.Path(path_type=Path), help="the dataset's directory (card and parquet files)")
+              type=click.Path(path_type=Path), callback=check_out_tree,
+              help="the dataset's directory (card and parquet files)")
 @click.option("--only", default=None, help="comma-separated model names (default: every stress model)")
 @click.option("--rows", default=ROWS, show_default=True, type=click.IntRange(10, 100_000), help="pairs per split")
 def build_stress_dataset_cmd(out_dir: Path, only: str | None, rows: int):

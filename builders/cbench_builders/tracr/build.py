@@ -25,8 +25,9 @@ from pathlib import Path
 
 import click
 
-from cbench.errors import BuildError, CbenchError, UsageError
 from cbench.cli.executor_opts import executor_options
+from cbench.cli.options import check_out_tree
+from cbench.errors import BuildError, CbenchError, UsageError
 
 DEFAULT_OUT = "build/tracr"
 
@@ -271,7 +272,7 @@ def format_table(results: list[CaseResult]) -> str:
 @click.option("--cases", "cases", metavar="IDS", help="comma-separated case ids, e.g. 3,33")
 @click.option("--all", "all_cases", is_flag=True, help="every case in model_zoo/cases")
 @click.option("--main", "main_cases", is_flag=True, help="the 16 main cases of the InterpBench paper")
-@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", "out", default=DEFAULT_OUT, show_default=True, type=click.Path(file_okay=False), callback=check_out_tree,
               help="output directory (tracr-case-<id>/ and tracr-programs/)")
 @click.option("--jobs", "-j", default=2, show_default=True, type=click.IntRange(1, 64),
               help="worker processes")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 import torch
+from cbench.cli.options import check_out_tree
 from cbench.errors import BuildError, UsageError
 
 from cbench_builders.variables.designs import DESIGN_NAMES, Design, design
@@ -128,7 +129,7 @@ def build_one(d: Design, out: Path, n_pairs: int = 1000, overwrite: bool = False
 
 
 @click.command("variables")
-@click.option("--out", "out_dir", default="build/variables", type=click.Path(path_type=Path), show_default=True,
+@click.option("--out", "out_dir", default="build/variables", type=click.Path(path_type=Path), show_default=True, callback=check_out_tree,
               help="where the models are written, one directory each")
 @click.option("--only", default=None, help="comma-separated model names (default: all nine)")
 @click.option("--n-pairs", default=1000, show_default=True, type=click.IntRange(50, 100_000),

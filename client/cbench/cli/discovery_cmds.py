@@ -16,7 +16,7 @@ import click
 from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.runtime.threads import use_cpu_threads
-from cbench.cli.options import n_examples_option, split_option
+from cbench.cli.options import SEED_TYPE, n_examples_option, split_option
 from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CacheDamagedError, CbenchError, UsageError
 
@@ -79,7 +79,7 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @n_examples_option(help="number of input pairs [default: the smallest that keeps the method's scores stable "
                         "(docs/performance.md): activation-patching 500, acdc 1000; other methods: the whole split]")
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="default per method and task")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True,
               help="seed for sampled inputs, and the method's own seed (ugs, sp, edge-sp, random) "
                    "unless --param seed=... gives one")
 @click.option("--ablation", type=click.Choice(["resample", "mean", "zero", "optimal"]), default=None,
@@ -142,7 +142,7 @@ def _names(value: str | None) -> list[str]:
 @click.option("--metric", default=None, type=METRIC_CHOICE, help="default: kl or l2")
 @split_option()
 @n_examples_option()
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examples, seed, sampled, as_json):

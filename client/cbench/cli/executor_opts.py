@@ -8,7 +8,7 @@ import click
 
 def executor_options(f):
     """Add the executor options to a click command (parameters ``executor``, ``ray_address``, ``workers``)."""
-    f = click.option("--workers", type=click.IntRange(min=1), default=None,
+    f = click.option("--workers", type=click.IntRange(1, 4096), default=None,
                      help="with --executor ray and no address: CPUs of the local Ray instance [default: all]")(f)
     f = click.option("--ray-address", default=None, metavar="ADDRESS",
                      help="with --executor ray: a running cluster ('auto', 'ray://host:10001'); "

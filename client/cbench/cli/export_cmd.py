@@ -18,7 +18,7 @@ from cbench.cli.output import Output, out_option
 @click.option("--format", "fmt", type=click.Choice(["mib"]), default="mib", show_default=True,
               help="mib: MIB/EAP-IG graph JSON (Graph.from_json loads it)")
 @out_option("the file to write", required=True)
-@click.option("--d-model", type=click.IntRange(min=1), default=None,
+@click.option("--d-model", type=click.IntRange(1, 1_000_000), default=None,
               help="the model's d_model when the scores file's cfg lacks it")
 def export(scores, fmt, out, d_model):
     """Write the edge-scores file SCORES as a MIB/EAP-IG graph file."""

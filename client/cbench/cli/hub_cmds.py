@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from cbench.cli.options import check_out_dir
+
 _type_option = click.option("--type", "repo_type", type=click.Choice(["model", "dataset"]), default="model",
                             show_default=True, help="repository type")
 _endpoint_option = click.option("--endpoint", default=None, metavar="URL",
@@ -380,7 +382,7 @@ def _doc_facts(read) -> dict:
 @click.command("import-interpbench")
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--case", "case_id", required=True, help="the case id, e.g. 3 or 33")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None, callback=check_out_dir,
               help="where to write the cbench artifact (default: ./case-<ID>-interpbench)")
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object")
 def import_interpbench(directory, case_id, out_dir, as_json):

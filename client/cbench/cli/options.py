@@ -1,13 +1,38 @@
 """Option checks shared by the commands: every value is checked before any work starts, and an
-unusable one is a usage error (exit 2), never a silent fall-back."""
+unusable one is a usage error (exit 2), never a silent fall-back.
+
+Every numeric option has a type with two bounds (:func:`counts`, :func:`floats`,
+:data:`SEED_TYPE`, :func:`n_examples_option`; the bounds are :mod:`cbench.api.arguments`', which
+the Python API checks with), so ``0``, ``-1``, ``nan``, ``inf``, ``1e300`` and ``10**20`` are
+refused at parse time with one line (tests/test_bad_input_sweep.py holds every option of every
+command to it). Every output option is checked by :func:`check_out` or :func:`check_out_dir`
+before any work: a new path in a writable directory, or a file/directory cbench may replace."""
 
 from __future__ import annotations
 
 import click
 
-# the splits of cbench/counterfactuals (whether a case's config has the split is checked on load)
-SPLITS = ("train", "validation", "test")
-MAX_EXAMPLES = 100_000
+from cbench.api.arguments import MAX_COUNT, MAX_EXAMPLES, MAX_SECONDS, MAX_SEED, MAX_WEIGHT, SPLITS  # noqa: F401
+
+
+def counts(low: int = 1, high: int = MAX_COUNT) -> click.IntRange:
+    """An integer option's type: both bounds always (a missing upper bound let ``10**20`` through
+    to code that overflowed or ran for days)."""
+    return click.IntRange(low, high)
+
+
+def floats(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> "FiniteFloatRange":
+    """A float option's type: finite (no ``nan``/``inf``) and within both bounds."""
+    return FiniteFloatRange(low, high, min_open=low_open, max_open=high_open)
+
+
+SEED_TYPE = click.IntRange(0, MAX_SEED)
+
+
+def seed_option(default: int | None = 0, **kw):
+    """``--seed``: an integer from 0 to :data:`~cbench.api.arguments.MAX_SEED`."""
+    return click.option("--seed", type=SEED_TYPE, default=default, show_default=default is not None,
+                        help=kw.pop("help", f"random seed (0 to {MAX_SEED})"), **kw)
 
 
 def split_option(**kw):
@@ -60,6 +85,18 @@ def check_out_dir(ctx, param, value):
     from cbench.files.safe_io import output_directory
 
     output_directory(value, param.opts[0] if param.opts else str(param.name))
+    return value
+
+
+def check_out_tree(ctx, param, value):
+    """Click callback for a build's output directory, which the build creates with its parents:
+    not empty, new or a directory, under a writable existing directory (see
+    :func:`cbench.files.safe_io.output_tree`)."""
+    if value is None:
+        return None
+    from cbench.files.safe_io import output_tree
+
+    output_tree(value, param.opts[0] if param.opts else str(param.name))
     return value
 
 

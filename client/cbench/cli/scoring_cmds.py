@@ -17,8 +17,8 @@ import click
 from cbench.api.scoring import model_input, scoring_data
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
-from cbench.cli.options import (FiniteFloatRange, check_not_empty, check_out, check_out_dir, n_examples_option,
-                                 split_option)
+from cbench.cli.options import (SEED_TYPE, FiniteFloatRange, check_not_empty, check_out, check_out_dir,
+                                 n_examples_option, split_option)
 from cbench.cli.output import Output, json_option, out_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 from cbench.files.safe_io import refuse_input_as_output
@@ -99,7 +99,7 @@ def _data_options(f):
     f = n_examples_option(default=200, low=2)(f)
     f = split_option(help="dataset split")(f)
     f = click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the dataset")(f)
-    f = click.option("--seed", type=int, default=0, show_default=True)(f)
+    f = click.option("--seed", type=SEED_TYPE, default=0, show_default=True)(f)
     return f
 
 
@@ -380,7 +380,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
               help="results directory (its parent must exist)")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 @click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--track", type=click.Choice(["circuits", "causal-variables"]), default="circuits", show_default=True,
               help="causal-variables: localize every variable with each featurizer (--methods names featurizers)")
 @click.option("--include-no-signal", is_flag=True,

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from cbench.cli.options import SEED_TYPE
 from cbench.runtime.threads import use_cpu_threads
 
 
@@ -13,7 +14,7 @@ from cbench.runtime.threads import use_cpu_threads
 @click.argument("case")
 @click.option("--n-pairs", type=click.IntRange(min=10, max=100_000), default=1000, show_default=True,
               help="pairs per pair set (validation split and fresh samples)")
-@click.option("--seed", type=click.IntRange(min=0), default=20261122, show_default=True,
+@click.option("--seed", type=SEED_TYPE, default=20261122, show_default=True,
               help="seed of the freshly sampled pairs")
 @click.option("--sampled", "--no-dataset", "no_dataset", is_flag=True,
               help="fresh sampled pairs only (skip the counterfactuals validation split)")
