@@ -11,7 +11,7 @@ MIB trained its InterpBench IOI model for 70 hours on an H100 (MIB appendix F).
 
 Usage::
 
-    python benchmarks/bench_ioi.py [--dir build/ioi-train] [--out benchmarks/results/ioi.md]
+    python benchmarks/bench_ioi.py [--dir build/ioi-model/ioi-train] [--out benchmarks/results/ioi.md]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def summarize(directory: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", default="build/ioi-train", type=Path)
+    ap.add_argument("--dir", default="build/ioi-model/ioi-train", type=Path)
     ap.add_argument("--out", default=None, type=Path)
     args = ap.parse_args()
     text = summarize(args.dir)

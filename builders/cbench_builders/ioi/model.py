@@ -43,7 +43,7 @@ LAST_TOKEN_WEIGHT = 10.0
 TRAIN_SEED = 7_2024  # the training rows' generator seed (the released dataset uses ioi.DEFAULT_SEED)
 VAL_SEED = 7_2025
 IOI_DATASET_VERSION = "v1.0.0"  # the cbench/ioi release the gates and the client's pairs read
-PAPER_ARCHITECTURE = {"n_layers": 6, "n_heads": 4, "d_model": 64, "d_head": 16, "d_mlp": 256}
+from cbench_builders.ioi.architecture import PAPER_ARCHITECTURE  # noqa: E402,F401 - its name here before 0.2
 
 
 class LastTokenObjective:
@@ -185,10 +185,12 @@ def zero_outputs(ll_model) -> None:
                 block.mlp.b_out.zero_()
 
 
-def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None = None,
-          init: str = "default") -> IOITrainSetup:
+def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | dict | None = None,
+          init: str = "default", check_weights=None) -> IOITrainSetup:
     """The trainer, data and models for one IOI training run (``cfg``: a TrainingConfig; ``init``:
-    ``"default"`` or ``"zero-outputs"`` (:func:`zero_outputs`), for a run that starts from scratch)."""
+    ``"default"`` or ``"zero-outputs"`` (:func:`zero_outputs`), for a run that starts from scratch;
+    ``init_weights``: a checkpoint file or its tensors, first given to ``check_weights(tensors,
+    model)`` when that is set)."""
     from cbench.artifacts.transformer_lens_adapter import build_model
     from cbench_builders.siit.trainer import SIITTrainer
 
@@ -199,7 +201,11 @@ def setup(cfg, n_rows: int, arch: dict | None = None, init_weights: Path | None 
     ll_model = build_model(ll_config)
     if init == "zero-outputs":
         zero_outputs(ll_model)
-    if init_weights is not None and Path(init_weights).is_file():
+    if isinstance(init_weights, dict):  # read by the caller (cbench_builders.ioi.build)
+        if check_weights is not None:
+            check_weights(init_weights, ll_model)
+        ll_model.load_state_dict(init_weights, strict=False)
+    elif init_weights is not None and Path(init_weights).is_file():
         from safetensors.torch import load_file
 
         ll_model.load_state_dict(load_file(str(init_weights)), strict=False)
