@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cbench.cli.options import FiniteFloatRange
+from cbench.cli.options import SEED_TYPE, floats
 from cbench.cli.output import Output, json_option, out_option
 from cbench.runtime.threads import use_cpu_threads
 
@@ -24,12 +24,12 @@ FEATURIZERS = ("identity", "dbm", "dbm-pca", "dbm-sae", "das", "pca", "random")
               help="comma-separated locations (a1.h0, m0, resid.1, a0.h0+m0, m0[5,6]); default: every node and "
                    "residual layer, and the aligned location")
 @click.option("--steps", type=click.IntRange(1, 100_000), default=64, show_default=True, help="DAS optimiser steps")
-@click.option("--lr", type=FiniteFloatRange(0, min_open=True), default=0.01, show_default=True, help="DAS learning rate")
+@click.option("--lr", type=floats(0, 10, low_open=True), default=0.01, show_default=True, help="DAS learning rate")
 @click.option("--n-train", type=click.IntRange(1, 1_000_000), default=2048, show_default=True, help="train pairs")
 @click.option("--n-test", type=click.IntRange(1, 1_000_000), default=1000, show_default=True, help="test pairs")
 @click.option("--dataset", "dataset_dir", type=click.Path(file_okay=False, exists=True), default=None,
               help="a local cbench/counterfactuals snapshot directory (default: the hub)")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True,
               help="seeds every initialisation of the featurizer (DAS's rotation, masks, SAEs, PCA padding)")
 @click.option("--iia-unit", type=click.Choice(["example", "position"]), default="example", show_default=True,
               help="example: MIB's IIA (share of examples right at every labelled position); position: share of "
@@ -46,13 +46,18 @@ def localize(case, var_name, featurizer, k, locations, steps, lr, n_train, n_tes
     the Tracr op's residual dimensions)."""
     from cbench.api.scoring import model_input
     from cbench.cli.scoring_cmds import _artifact, _finish
+
+    o = Output(as_json, out)
+    art = _artifact(case)
+    if dataset_dir is not None and art.model_kind != "variables":  # read and checked before torch loads
+        from cbench.localization.rows import check_local_dataset
+
+        check_local_dataset(art.case, art.meta, dataset_dir, n_train, n_test)
     from cbench.localization.featurizers import FeaturizerSpec
     from cbench.localization.localize import localize as run
     from cbench.localization.localize import results_doc
 
     use_cpu_threads()
-    o = Output(as_json, out)
-    art = _artifact(case)
     spec = FeaturizerSpec(featurizer, k=k, steps=steps, lr=lr, seed=seed)
     locs = [x.strip() for x in locations.split(",") if x.strip()] if locations else None
     if locations is not None and not locs:

@@ -94,12 +94,26 @@ def run_track(cases: Sequence[str], out_dir: str | Path, featurizers: str | None
     kinds_ = _names(kinds, MODEL_KINDS, "model kind")
     loader = loader or _load
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    rows: list[dict] = []
-    for case, name in _models(cases, kinds_):
+    models = _models(cases, kinds_)
+    found: dict[str, object] = {}  # every model looked up before anything is written
+    missing: dict[str, CbenchError] = {}
+    for _case, name in models:
         try:
-            art = loader(name)
+            found[name] = loader(name)
+        except CbenchError as e:
+            missing[name] = e
+    if not found:
+        first = next(iter(missing.items()), None)
+        raise UsageError("no model to localize" + (f": {first[0]}: {first[1]}" if first else "")
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for case, name in models:
+        try:
+            if name in missing:
+                raise missing[name]
+            art = found[name]
             model = art.load_model()
             vars_ = variables(art)
             saes = artifact_saes(art) if "dbm-sae" in feats else {}
@@ -132,6 +146,8 @@ def run_track(cases: Sequence[str], out_dir: str | Path, featurizers: str | None
                 echo(f"{name} {var.name} {f}: IIA at {var.aligned} {_fmt(s['iia_aligned'])}, "
                      f"best {s['mib']['best_location']} ({'true' if s['mib']['best_is_true'] else 'not true'}), "
                      f"mean {_fmt(s['mib']['mean_iia'])}" + ("" if r.get("separates") is not False else "  [trivial]"))
+    if not rows:
+        raise CbenchError(f"no variable was localized (every model failed; see {out / 'failures'})")
     summary = summarize(rows, include_trivial)
     board = leaderboard(rows, include_trivial)
     doc = results_document("causal-variables", {"rows": rows, "summary": summary, "leaderboard": board},

@@ -31,12 +31,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from cbench.errors import UsageError, did_you_mean
 from cbench.graph.graph import _HEAD_RE, _MLP_RE
+from cbench.localization.rows import read_rows  # noqa: F401 - its home before cbench.localization.rows
 from cbench.tasks.data import TaskData, from_rows
 
 NOT_VARIABLES = ("IndicesType", "TokensType", "Select")
@@ -252,31 +252,6 @@ class VariableData:
         d = self.data
         return VariableData(TaskData(d.base[idx], d.source[idx], d.labels[idx], d.valid[idx], d.task_type, d.split,
                                      d.dataset, d.revision, dict(d.info)), self.changed[idx], self.split, self.source)
-
-
-def read_rows(case: str, split: str, dataset_dir: str | Path | None = None, revision: str | None = None,
-              n: int | None = None) -> tuple[list[dict], str]:
-    """The first ``n`` counterfactual rows of ``case-<id>``'s ``split``: from a local snapshot
-    directory of ``cbench/counterfactuals`` when given, else from the hub. Returns (rows, where)."""
-    config = f"case-{case}"
-    if dataset_dir is not None:
-        import pyarrow.parquet as pq
-
-        root = Path(dataset_dir)
-        files = sorted((root / config).glob(f"{split}-*.parquet"))
-        if not files:
-            raise UsageError(f"{root}: no {config}/{split}-*.parquet (is it a cbench/counterfactuals snapshot?)")
-        rows: list[dict] = []
-        for f in files:
-            table = pq.read_table(f)
-            rows.extend(table.slice(0, None if n is None else max(0, n - len(rows))).to_pylist())
-        return rows, str(root)
-    from cbench.hub.loading import load_dataset
-
-    ds = load_dataset("counterfactuals", config, revision=revision, split=split)
-    if n is not None:
-        ds = ds.select(range(min(n, len(ds))))
-    return list(ds), "cbench/counterfactuals" + (f"@{revision}" if revision else "")
 
 
 def variable_data(rows: Sequence[Mapping], var_name: str, meta: Mapping, split: str, where: str,

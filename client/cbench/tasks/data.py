@@ -104,6 +104,18 @@ def _encode(seq: Sequence, tokens: list[str], where: str) -> list[int]:
     return out
 
 
+def _ids(seq: Sequence, n_vocab: int, row: int, dataset: str | None) -> list[int]:
+    """Token ids of one input of a counterfactual row, each an integer id of the model's vocabulary."""
+    out = []
+    for x in seq:
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not 0 <= int(x) < n_vocab:
+            where = f"{dataset}: " if dataset else ""
+            raise UsageError(f"{where}counterfactual row {row}: token id {x!r} is not in the model's vocabulary "
+                             f"(ids 0 to {n_vocab - 1})")
+        out.append(int(x))
+    return out
+
+
 def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str | None = None,
               revision: str | None = None) -> TaskData:
     """TaskData from ``cbench/counterfactuals`` rows: ``base_ids``/``source_ids`` (BOS first) and
@@ -133,8 +145,9 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
         if len(s) > len(b) and pad is None:
             raise UsageError(f"counterfactual row {i}: the source is longer than the base and the model has no "
                              "PAD token to pad the base with")
-        bases.append([int(x) for x in b])
-        sources.append([int(x) for x in s])
+        b, s = _ids(b, len(tokens), i, dataset), _ids(s, len(tokens), i, dataset)
+        bases.append(b)
+        sources.append(s)
         labels.append(r.get("base_label"))
     if not bases:
         raise UsageError("the counterfactual dataset split is empty")
