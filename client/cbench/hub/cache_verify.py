@@ -24,9 +24,11 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cbench.files.safe_io import describe_mode
 from cbench.hub.cache import Cache, Snapshot
 from cbench.hub.repos import RepoRef
 
@@ -44,11 +46,16 @@ class FileDigest:
 
 def digest_file(path: Path, _retry: bool = True) -> FileDigest:
     """Size, sha256 and git blob id of a file, in one read."""
-    size = os.stat(path).st_size
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO planted in a snapshot cannot hang it
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise OSError(f"{describe_mode(st.st_mode)}, not a regular file")
+    size = st.st_size
     sha256 = hashlib.sha256()
     git = hashlib.sha1(b"blob %d\0" % size)
     n = 0
-    with open(path, "rb") as fh:
+    with os.fdopen(fd, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             sha256.update(chunk)
             git.update(chunk)
@@ -113,8 +120,11 @@ def check_cached(cache: Cache, ref: RepoRef, sha: str, hub_listing: dict[str, se
         return rep
     info = cache.entry(ref).get("snapshots", {}).get(sha) or {}
     record = info.get("record") if isinstance(info.get("record"), dict) else None
-    listing = _tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json")
+    listing, damage = tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json")
+    if damage is not None:
+        rep.problems.append(damage)
     try:
+        rep.problems += layout_problems(root, cache.repo_dir(ref) / "blobs")
         files = snapshot_files(root)
     except OSError as exc:
         rep.problems.append(f"cannot list it ({exc.strerror or exc})")
@@ -177,7 +187,10 @@ def check_config(cache: Cache, ref: RepoRef, sha: str, config: str,
     if record is None:
         rep.problems.append(f"config {config} is not recorded as fetched")
         return rep
-    listing = _tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json") or {}
+    listing, damage = tree_listing(cache.repo_dir(ref) / "trees" / f"{sha}.json")
+    listing = listing or {}
+    if damage is not None:
+        rep.problems.append(damage)
     rep.files = len(record)
     for rel, (size, digest) in sorted(record.items()):
         p = root / rel
@@ -222,15 +235,55 @@ def _hub_problems(root: Path, files: list[str], digests: dict[str, FileDigest], 
     return out
 
 
-def _tree_listing(path: Path) -> dict[str, str] | None:
-    """``rel -> blob id`` from huggingface_hub's saved tree listing, or None if absent/unreadable."""
+def tree_listing(path: Path) -> tuple[dict[str, str] | None, str | None]:
+    """(``rel -> blob id`` from the tree listing kept from the download, a problem): (None, None)
+    when there is no listing; (None, what is wrong) when there is one that cannot be read, is not
+    JSON or not a listing of files with blob ids -- damage, never taken for an absent record."""
+    name = f"trees/{path.name}"
     try:
-        doc = json.loads(path.read_text())
-        files = doc.get("files", {})
-        return {rel: str(info["blob_id"]) for rel, info in files.items()
-                if isinstance(info, dict) and info.get("blob_id")}
-    except (OSError, ValueError, AttributeError, TypeError, KeyError):
-        return None
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{name}: cannot read the hub's tree listing ({exc.strerror or exc})"
+    try:
+        doc = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, f"{name}: the hub's tree listing is damaged (not JSON)"
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(files, dict):
+        return None, f"{name}: the hub's tree listing is damaged (no object of files)"
+    out = {}
+    for rel, info in files.items():
+        blob = info.get("blob_id") if isinstance(info, dict) else None
+        if not isinstance(blob, str) or not (_GIT_ID.match(blob) or _SHA256.match(blob)):
+            return None, f"{name}: the hub's tree listing is damaged ({rel!r} has no blob id)"
+        out[rel] = blob
+    return out, None
+
+
+def layout_problems(root: Path, blobs: Path) -> list[str]:
+    """What in a snapshot directory is not a file of the snapshot: every entry must be a real
+    directory, a link to a regular file in the repository's ``blobs/`` or a regular file; a link
+    elsewhere (or to a directory, which a walk would not enter), a dangling link, a FIFO, socket
+    or device is a problem. (Files the records do not list are found against the records.)"""
+    out = []
+    blobs_real = os.path.realpath(blobs)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                target = os.path.realpath(p)
+                if os.path.dirname(target) != blobs_real:
+                    out.append(f"{rel}: a link to {os.readlink(p)}, not to a blob of this repository")
+                elif not os.path.isfile(target) or os.path.islink(target):
+                    out.append(f"{rel}: a link to a blob that is missing or not a regular file")
+            elif not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                out.append(f"{rel}: {describe_mode(st.st_mode)}, not a file of the snapshot")
+    return out
 
 
 def _manifest_problems(root: Path, digests: dict[str, FileDigest]) -> list[str]:
