@@ -4,7 +4,7 @@ entry-point group.
 A third-party method is a callable ``method(ctx, **hyperparameters)`` that receives the prepared
 :class:`~cbench.discovery.base.Context` (``ctx.runtime``, ``ctx.data``, ``ctx.metric``,
 ``ctx.ablated``, ``ctx.graph``) and returns its edge scores: an array of one score per edge of
-``ctx.graph.edges`` (positive: the edge helps the task), a mapping of edge names to scores (edges
+``ctx.graph.edges`` (the sign as the method defines it, docs/methods.md), a mapping of edge names to scores (edges
 left out score 0), or a finished :class:`~cbench.discovery.base.DiscoveryResult`. cbench adds the
 hyperparameters every method shares (``top_n`` and ``rel_threshold``, which pick the method's
 circuit from its scores, and ``ablation`` unless the method ablates nothing), validates the
