@@ -195,7 +195,7 @@ def rerelease_one(src: Path, dst: Path) -> list[Upgrade] | None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _check_version(value: str | None, option: str) -> str | None:
+def check_version(value: str | None, option: str) -> str | None:
     """``value`` if it is None or a version tag vMAJOR.MINOR.PATCH; UsageError otherwise."""
     from cbench.errors import UsageError
     from cbench.hub.repos import is_version
@@ -236,7 +236,7 @@ def rerelease(zoo: Path, only: set[str] | None = None, echo=lambda s: None) -> l
 @click.command("re-release")
 @click.option("--only", default=None, help="comma-separated model names (default: every released model)")
 @click.option("--zoo", default=None, type=click.Path(path_type=Path), help="model_zoo directory (default: the repo's)")
-@click.option("--index-version", default=None, callback=lambda ctx, param, v: _check_version(v, "--index-version"),
+@click.option("--index-version", default=None, callback=lambda ctx, param, v: check_version(v, "--index-version"),
               help="the benchmark index's version after the re-release, vMAJOR.MINOR.PATCH (default: its minor "
                    "version + 1)")
 def rerelease_cmd(only, zoo, index_version):

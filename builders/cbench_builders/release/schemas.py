@@ -16,7 +16,9 @@ from pathlib import Path
 import click
 
 import cbench
+from cbench.cli.options import check_out_tree
 from cbench.errors import UsageError
+from cbench_builders.release.rerelease import check_version
 
 REPO = "cbench/schemas"
 
@@ -76,8 +78,9 @@ def write_examples(src: Path, path: Path) -> int:
 
 @click.command("schemas")
 @click.option("--out", default="build/datasets", type=click.Path(path_type=Path), show_default=True,
-              help="where to write the repository (as OUT/schemas)")
+              callback=check_out_tree, help="where to write the repository (as OUT/schemas)")
 @click.option("--version", "version", default="v1.0.0", show_default=True,
+              callback=lambda ctx, param, v: check_version(v, "--version"),
               help="the version the card's recipe names (the tag `cbench build release` gives it)")
 def build_schemas_cmd(out: Path, version: str):
     """Write the JSON Schemas as the hub repository cbench/schemas (schemas, bundled schemas, examples, card)."""
