@@ -1,13 +1,27 @@
-"""Every ``cbench`` command against a few kinds of bad arguments (issue 33 item 6): a non-zero exit
-(or its help), at most one ``error:`` line, no traceback, and the current directory unchanged.
+"""Every ``cbench`` command, and every call of the Python API, against bad input (issues 33, 44 and
+51): a non-zero exit (or its help), at most one ``error:`` line, no traceback, nothing written.
 
-The commands are enumerated from :mod:`cbench.cli` (but ``build``, the builders' commands);
-each is run in-process, in a fresh temporary current directory with its own
-``CBENCH_HOME``, so nothing is pulled or seeded from the network."""
+What is swept, enumerated from the click tree and from the API's signatures (so a new command,
+option or keyword argument is covered without editing this file):
+
+* every numeric option of every command, ``cbench build`` included: its type has two finite
+  bounds, and ``0``, ``-1``, ``nan``, ``inf``, ``1e300``, ``10**20`` and ``abc`` are each either
+  in range or refused at parse time with one line naming the option, exit 2, nothing written;
+* every output option (``--out``, ``--html``, ``--plot``, a build's output directories): ``/proc``
+  (not writable), a character device and a missing parent are refused the same way before any work;
+* every command (but ``build``) with an unknown option, empty values, directories where files are
+  expected and missing files (:func:`test_bad_arguments_give_one_clean_error`), and random argument
+  lists (hypothesis);
+* every numeric, flag and seed keyword of the API's calls with NaN, infinities, negative and huge
+  numbers and wrong types: a ``UsageError`` naming the keyword, raised before any output exists.
+
+The commands are run in-process (:mod:`cli_inprocess`), each in a fresh temporary current directory
+with its own ``CBENCH_HOME``, so nothing is pulled or seeded from the network."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 import pytest
@@ -15,7 +29,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cbench.cli import cli
-from cli_inprocess import run_main
+from cbench.cli.options import FiniteFloatRange
+from cli_inprocess import assert_one_clean_error, run_main
+
+CASE_DIR = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" / "cbench" / "case-3" / "v1.0.0"
 
 
 def _leaves(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -112,3 +129,148 @@ def test_random_bad_arguments_never_give_a_traceback(sandbox, command, extra):
     path, _ = command
     res = run_main([*path, *extra], env=env)
     _check(res, cwd, before, must_fail=False)  # a random list may be a fair one (`cache verify`)
+
+
+# ---------------------------------------------------------------------------- every numeric option (issue 44 item 5, 51)
+ALL_COMMANDS = _leaves(cli)  # `cbench build` included: a bad number is refused before any build starts
+BAD_NUMBERS = ("0", "-1", "nan", "inf", "1e300", str(10**20), "abc")
+
+
+def _numeric_options() -> list[tuple[tuple[str, ...], click.Option]]:
+    out = []
+    for path, cmd in ALL_COMMANDS:
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.is_flag and not p.count and isinstance(
+                    p.type, (click.types.IntParamType, click.types.FloatParamType)):
+                out.append((path, p))
+    return out
+
+
+NUMERIC = _numeric_options()
+
+
+def _accepts(param: click.Option, value: str) -> bool:
+    try:
+        param.type.convert(value, param, None)
+        return True
+    except click.BadParameter:
+        return False
+
+
+def test_the_sweep_sees_every_command_and_its_numbers():
+    names = {" ".join(p) for p, _ in ALL_COMMANDS}
+    assert {"build ioi-model", "build find", "build re-release", "bench", "localize", "find score"} <= names
+    opts = {(" ".join(p), o.opts[0]) for p, o in NUMERIC}
+    assert {("build ioi-model", "--target"), ("build ioi-model", "--verify-pairs"), ("build ioi-model", "--edge-weight"),
+            ("build ioi-model", "--iit-weight"), ("bench", "--n-examples"), ("find score", "--wall-s")} <= opts
+    assert len(NUMERIC) > 60
+
+
+@pytest.mark.parametrize("path, param", NUMERIC, ids=[" ".join(p) + " " + o.opts[0] for p, o in NUMERIC])
+def test_every_numeric_option_has_two_finite_bounds(path, param):
+    t = param.type
+    assert isinstance(t, (click.IntRange, click.FloatRange)), f"{type(t).__name__}: use cbench.cli.options.counts/floats"
+    assert t.min is not None and t.max is not None, "both bounds (cbench.cli.options.counts/floats)"
+    if isinstance(t, click.FloatRange):
+        assert isinstance(t, FiniteFloatRange), "floats must refuse nan and inf (cbench.cli.options.floats)"
+    for v in ("-1", "nan", "inf", "-inf", "1e300", str(10**20), "abc", ""):
+        assert not _accepts(param, v), v
+
+
+NUMERIC_RUNS = [(path, param.opts[0], v) for path, param in NUMERIC for v in BAD_NUMBERS if not _accepts(param, v)]
+
+
+def test_numeric_runs_cover_every_option_with_the_issue_values():
+    assert {(p, o) for p, o, _ in NUMERIC_RUNS} == {(p, o.opts[0]) for p, o in NUMERIC}
+    assert {v for _, _, v in NUMERIC_RUNS} == set(BAD_NUMBERS)
+
+
+@pytest.mark.parametrize("path, opt, value", NUMERIC_RUNS, ids=[" ".join(p) + f" {o} {v}" for p, o, v in NUMERIC_RUNS])
+def test_a_bad_number_is_one_line_before_any_work(sandbox, tmp_path, path, opt, value):
+    cwd, env = sandbox
+    before = sorted(os.listdir(cwd))
+    # the option first: click checks the values given in command-line order, before missing arguments
+    res = run_main([*path, opt, value], env=env)
+    assert_one_clean_error(res, 2, opt)
+    assert sorted(os.listdir(cwd)) == before
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.json"))
+
+
+# ---------------------------------------------------------------------------- every output option
+OUTPUT_NAMES = {"out", "out_dir", "html", "plot", "failed_dir", "checkpoint_dir"}
+OUTPUTS = [(path, p.opts[0]) for path, cmd in ALL_COMMANDS for p in cmd.params
+           if isinstance(p, click.Option) and p.name in OUTPUT_NAMES]
+BAD_OUTPUTS = ("/proc/nope", "/proc/nope/deeper/x", "/dev/null")
+OUTPUT_RUNS = [(path, opt, v) for path, opt in OUTPUTS for v in BAD_OUTPUTS]
+
+
+def test_the_sweep_sees_every_output():
+    outs = {(" ".join(p), o) for p, o in OUTPUTS}
+    assert {("build find", "--out"), ("build ioi-model", "--out"), ("bench", "--out"), ("report", "--html"),
+            ("score", "--plot"), ("build siit", "--checkpoint-dir"), ("import-interpbench", "--out")} <= outs
+
+
+@pytest.mark.parametrize("path, opt, value", OUTPUT_RUNS, ids=[" ".join(p) + f" {o} {v}" for p, o, v in OUTPUT_RUNS])
+def test_an_unwritable_output_is_one_line_before_any_work(sandbox, path, opt, value):
+    cwd, env = sandbox
+    before = sorted(os.listdir(cwd))
+    res = run_main([*path, opt, value], env=env)
+    assert_one_clean_error(res, 2, opt)
+    assert sorted(os.listdir(cwd)) == before
+
+
+# ---------------------------------------------------------------------------- the Python API
+import inspect  # noqa: E402
+
+import cbench  # noqa: E402
+from cbench.errors import UsageError  # noqa: E402
+
+API_CALLS = ("pull", "discover", "score", "evaluate", "bench", "verify")
+BAD_INTS = (float("nan"), float("inf"), -1, 10**20, 1e300, 2.0, "3", True, None)
+BAD_FLAGS = ("yes", 1, 0, None, float("nan"))
+
+
+def _api_cases() -> list[tuple[str, str, object]]:
+    out = []
+    for name in API_CALLS:
+        for kw, prm in inspect.signature(getattr(cbench, name)).parameters.items():
+            ann = str(prm.annotation)
+            if ann == "bool":
+                out += [(name, kw, v) for v in BAD_FLAGS]
+            elif ann == "bool | None":
+                out += [(name, kw, v) for v in BAD_FLAGS if v is not None]
+            elif ann in ("int", "int | None", "float", "float | None"):
+                out += [(name, kw, v) for v in BAD_INTS if not (v is None and "None" in ann)]
+    return out
+
+
+API_CASES = _api_cases()
+
+
+def test_the_api_sweep_sees_every_number_and_flag():
+    seen = {(n, k) for n, k, _ in API_CASES}
+    assert {("bench", "n_examples"), ("bench", "seed"), ("bench", "sampled"), ("discover", "n_examples"),
+            ("score", "seed"), ("evaluate", "n_examples"), ("verify", "n_pairs"), ("pull", "accept_moved_tag")} <= seen
+
+
+def _api_args(name: str, out) -> tuple[list, dict]:
+    case = str(CASE_DIR)
+    return {"pull": (["case-3"], {}), "discover": ([case, "random"], {}), "score": ([case, {}], {}),
+            "evaluate": ([{}, case], {}), "bench": (["3", "random"], {"out": str(out)}),
+            "verify": ([case], {})}[name]
+
+
+@pytest.mark.parametrize("name, kw, value", API_CASES, ids=[f"{n} {k}={v!r}" for n, k, v in API_CASES])
+def test_the_api_refuses_bad_numbers_and_flags_before_any_output(sandbox, tmp_path, monkeypatch, name, kw, value):
+    cwd, env = sandbox
+    for k, v in env.items():
+        if v is None:
+            monkeypatch.delenv(k, raising=False)
+        else:
+            monkeypatch.setenv(k, v)
+    before = sorted(os.listdir(cwd))
+    args, kwargs = _api_args(name, tmp_path / "results")
+    with pytest.raises(UsageError, match=kw):
+        getattr(cbench, name)(*args, **kwargs, **{kw: value})
+    assert not (tmp_path / "results").exists()
+    assert sorted(os.listdir(cwd)) == before
