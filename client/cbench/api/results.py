@@ -24,13 +24,34 @@ if TYPE_CHECKING:  # names for the annotations only; nothing heavy is imported a
     from cbench.verify.gates import Gate, VerifyReport
 
 
+REPR_LIMIT = 480  #: a result prints as one short paragraph; the full data stays in its fields
+
+
+def _summary(name: str, text: str) -> str:
+    """``Name(text)``, cut to :data:`REPR_LIMIT` characters (printing a result printed 13,000-17,000)."""
+    body = " ".join(str(text).split())
+    limit = REPR_LIMIT - len(name) - 2
+    if len(body) > limit:
+        body = body[:limit - 3].rstrip(" ,;") + "..."
+    return f"{name}({body})"
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "n/a" if value is None or (isinstance(value, float) and value != value) else format(value, spec)
+
+
+def _short_path(path) -> str:
+    text = str(path)
+    return text if len(text) <= 60 else "..." + text[-57:]
+
+
 def _write_json(path: str | os.PathLike, doc: Mapping) -> Path:
     from cbench.files.safe_io import write_output
 
     return write_output(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PullResult:
     """A verified snapshot in the local cache (:func:`cbench.pull`)."""
 
@@ -49,8 +70,13 @@ class PullResult:
                 "path": str(self.path), "files": self.files, "size": self.size, "from_cache": self.from_cache,
                 "case": self.case}
 
+    def __repr__(self) -> str:
+        where = "from the cache" if self.from_cache else "downloaded"
+        return _summary("PullResult", f"{self.repo_id} {self.revision} ({self.commit[:7]}), {self.repo_type}, "
+                                      f"{self.files} files, {self.size:,} bytes, {where}, path={_short_path(self.path)}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class DiscoveryResult:
     """A discovery method's edge scores on a case (:func:`cbench.discover`).
 
@@ -60,7 +86,7 @@ class DiscoveryResult:
 
     case: str
     method: str
-    edge_scores: Mapping[str, float]  #: every edge of ``graph`` -> its score (positive: the edge helps)
+    edge_scores: Mapping[str, float]  #: every edge of ``graph`` -> its score (its sign as the method defines it: docs/methods.md)
     circuit: tuple[str, ...]  #: the edges the method puts in its circuit (``in_graph``)
     graph: Graph
     metric: str
@@ -79,8 +105,15 @@ class DiscoveryResult:
         """Write the edge-scores document to ``path`` (atomically); ``cbench score`` reads it."""
         return _write_json(path, self.document)
 
+    def __repr__(self) -> str:
+        top = ", ".join(f"{e} {v:.3g}" for e, v in self.top(3))
+        return _summary("DiscoveryResult", f"case {self.case}, {self.method}: {len(self.edge_scores)} edges scored, "
+                                           f"a circuit of {len(self.circuit)}, metric {self.metric}, "
+                                           f"{self.data.get('n_examples', '?')} pairs, {self.runtime_s:.2f} s; "
+                                           f"top |score|: {top}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ScoreResult:
     """Edge and node AUROC of edge scores against a case's ground-truth circuit (:func:`cbench.score`)."""
 
@@ -103,8 +136,17 @@ class ScoreResult:
     def write(self, path: str | os.PathLike) -> Path:
         return _write_json(path, self.document)
 
+    def __repr__(self) -> str:
+        mib = f", MIB AUROC {_fmt(self.mib_auroc)}" if self.mib_auroc is not None else ""
+        return _summary("ScoreResult", f"case {self.case}, {self.method}: edge AUROC {_fmt(self.edge_auroc)} "
+                                       f"(promoted {_fmt(self.edge_auroc_promoted)}), node AUROC "
+                                       f"{_fmt(self.node_auroc)}{mib}; circuit precision "
+                                       f"{_fmt(self.edge_precision, '.2f')}, recall {_fmt(self.edge_recall, '.2f')}; "
+                                       f"{self.n_true_edges} of {self.n_edges} edges in the ground truth, "
+                                       f"{len(self.no_signal_edges)} without signal left out")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class EvaluationResult:
     """A submission scored as ``cbench evaluate`` scores it (:func:`cbench.evaluate`): faithfulness
     (CPR, CMD) and, for edge scores on a case with a ground truth, the AUROC."""
@@ -125,8 +167,15 @@ class EvaluationResult:
     def write(self, path: str | os.PathLike) -> Path:
         return _write_json(path, self.document)
 
+    def __repr__(self) -> str:
+        auroc = f"; edge AUROC {_fmt(self.auroc.edge_auroc)}" if self.auroc is not None else ""
+        return _summary("EvaluationResult", f"case {self.case}, {self.method or 'submission'} ({self.kind}): "
+                                            f"CPR {_fmt(self.cpr)}, CMD {_fmt(self.cmd)}{auroc}; ablation "
+                                            f"{self.ablation}, circuits {self.construction or 'given'}, "
+                                            f"{self.n_examples} pairs, protocol {self.protocol}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class BenchResult:
     """A ``cbench bench`` run (:func:`cbench.bench`): every method on every case, scored."""
 
@@ -139,8 +188,18 @@ class BenchResult:
     table: str  #: table.md
     document: Mapping[str, Any]  #: results.json (``cbench/results/v1`` of kind ``bench``)
 
+    def __repr__(self) -> str:
+        means = []
+        for m in self.methods:
+            vals = [row[m] for row in self.auroc.values() if row.get(m) is not None]
+            if vals:
+                means.append(f"{m} {sum(vals) / len(vals):.3f}")
+        failed = sum(len(v) for v in self.failures.values())
+        return _summary("BenchResult", f"{len(self.cases)} cases x {len(self.methods)} methods, {failed} failed, "
+                                       f"out={_short_path(self.out)}; mean edge AUROC: {', '.join(means)}")
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class VerifyResult:
     """A released model's gates recomputed on fresh pairs (:func:`cbench.verify`)."""
 
@@ -152,14 +211,25 @@ class VerifyResult:
     report: VerifyReport  #: the full report (per-edge signal, ``format()`` for the text)
     document: Mapping[str, Any]  #: ``cbench/verify-report/v1``
 
+    def __repr__(self) -> str:
+        failed = ", ".join(getattr(g, "name", "?") for g in self.failures)
+        return _summary("VerifyResult", f"case {self.case} ({self.model_kind}): "
+                                        f"{'passed' if self.passed else 'FAILED'}, {len(self.gates)} gates"
+                                        + (f", failed: {failed}" if failed else ""))
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ValidationResult:
     """Files checked against their schemas (:func:`cbench.validate`)."""
 
     valid: bool  #: every file is valid
     files: tuple[FileReport, ...]  #: per file: ``path``, ``kind``, ``valid``, ``violations``, ``error``
     document: Mapping[str, Any]  #: what ``cbench validate --json`` prints
+
+    def __repr__(self) -> str:
+        bad = [r.path for r in self.files if not r.valid]
+        return _summary("ValidationResult", f"{'valid' if self.valid else 'invalid'}: {len(self.files)} files"
+                                            + (f", {len(bad)} invalid ({', '.join(map(str, bad))})" if bad else ""))
 
     @property
     def violations(self) -> dict[str, list[str]]:
