@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 VENV_TL4  := .venv-tl4
 TL4_STAMP := $(VENV_TL4)/.installed
 
-.PHONY: setup setup-tl4 demo test test-slow test-all test-browser bench clean
+.PHONY: setup setup-tl4 demo test test-slow test-all test-browser bench dist clean
 
 setup: $(STAMP)
 
@@ -71,5 +71,11 @@ bench: setup
 	$(PY) benchmarks/bench_methods.py
 	$(PY) benchmarks/bench_siit.py
 
+# a wheel of the one distribution (client, builders, schemas) in dist/, for `pip install dist/cbench-*.whl`
+# elsewhere; built with the venv's setuptools, so nothing is downloaded
+dist: setup
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation -w dist .
+	@ls dist/cbench-*.whl
+
 clean:
-	rm -rf $(VENV) $(VENV_TL4) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV_TL4) build dist *.egg-info .pytest_cache .hypothesis
