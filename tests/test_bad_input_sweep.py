@@ -12,7 +12,7 @@ option or keyword argument is covered without editing this file):
 * every command (but ``build``) with an unknown option, empty values, directories where files are
   expected and missing files (:func:`test_bad_arguments_give_one_clean_error`), and random argument
   lists (hypothesis);
-* every numeric, flag and seed keyword of the API's calls with NaN, infinities, negative and huge
+* every numeric, flag and seed keyword of the API's calls (``register_method`` too) with NaN, infinities, negative and huge
   numbers and wrong types: a ``UsageError`` naming the keyword, raised before any output exists.
 
 The commands are run in-process (:mod:`cli_inprocess`), each in a fresh temporary current directory
@@ -225,7 +225,7 @@ import inspect  # noqa: E402
 import cbench  # noqa: E402
 from cbench.errors import UsageError  # noqa: E402
 
-API_CALLS = ("pull", "discover", "score", "evaluate", "bench", "verify")
+API_CALLS = ("pull", "discover", "score", "evaluate", "bench", "verify", "register_method")
 BAD_INTS = (float("nan"), float("inf"), -1, 10**20, 1e300, 2.0, "3", True, None)
 BAD_FLAGS = ("yes", 1, 0, None, float("nan"))
 
@@ -250,14 +250,15 @@ API_CASES = _api_cases()
 def test_the_api_sweep_sees_every_number_and_flag():
     seen = {(n, k) for n, k, _ in API_CASES}
     assert {("bench", "n_examples"), ("bench", "seed"), ("bench", "sampled"), ("discover", "n_examples"),
-            ("score", "seed"), ("evaluate", "n_examples"), ("verify", "n_pairs"), ("pull", "accept_moved_tag")} <= seen
+            ("score", "seed"), ("evaluate", "n_examples"), ("verify", "n_pairs"), ("pull", "accept_moved_tag"),
+            ("register_method", "replace")} <= seen
 
 
 def _api_args(name: str, out) -> tuple[list, dict]:
     case = str(CASE_DIR)
     return {"pull": (["case-3"], {}), "discover": ([case, "random"], {}), "score": ([case, {}], {}),
             "evaluate": ([{}, case], {}), "bench": (["3", "random"], {"out": str(out)}),
-            "verify": ([case], {})}[name]
+            "verify": ([case], {}), "register_method": (["sweep-method", lambda ctx: {}], {})}[name]
 
 
 @pytest.mark.parametrize("name, kw, value", API_CASES, ids=[f"{n} {k}={v!r}" for n, k, v in API_CASES])
@@ -270,7 +271,11 @@ def test_the_api_refuses_bad_numbers_and_flags_before_any_output(sandbox, tmp_pa
             monkeypatch.setenv(k, v)
     before = sorted(os.listdir(cwd))
     args, kwargs = _api_args(name, tmp_path / "results")
-    with pytest.raises(UsageError, match=kw):
-        getattr(cbench, name)(*args, **kwargs, **{kw: value})
+    try:
+        with pytest.raises(UsageError, match=kw):
+            getattr(cbench, name)(*args, **kwargs, **{kw: value})
+    finally:
+        if name == "register_method" and "sweep-method" in cbench.methods():
+            cbench.unregister_method("sweep-method")
     assert not (tmp_path / "results").exists()
     assert sorted(os.listdir(cwd)) == before

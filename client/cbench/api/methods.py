@@ -34,8 +34,11 @@ def register_method(name: str, method: Callable[..., Any] | type, params: Mappin
     Installed packages register methods through the ``cbench.methods`` entry-point group instead,
     which also makes them known to the ``cbench`` command (see docs/new-method.md).
     """
+    from cbench.api.arguments import flag
     from cbench.discovery.registry import register
 
+    for key, value in (("ablates", ablates), ("bench", bench), ("replace", replace)):
+        flag(key, value)
     register(name, method, params, doc=doc, ablates=ablates, construction=construction, bench=bench,
              metrics=metrics, replace=replace)
 
