@@ -279,3 +279,59 @@ def test_the_api_refuses_bad_numbers_and_flags_before_any_output(sandbox, tmp_pa
             cbench.unregister_method("sweep-method")
     assert not (tmp_path / "results").exists()
     assert sorted(os.listdir(cwd)) == before
+
+
+# ---------------------------------------------------------------------------- damaged files
+DAMAGE = {"empty": b"", "garbage": b"\x00\xff\xfe not a document \x89PNG", "truncated": b'{"schema": "cbench/edge-',
+          "wrong shape": b"[1, 2, 3]", "deep": b"[" * 100_000}
+#: the files a directory argument is read for (artifacts, InterpBench folders, results directories)
+DIR_FILES = ("meta.json", "config.json", "model.safetensors", "results.json", "ll_model.pth", "ll_model_cfg.pkl",
+             "edges.pkl", "circuit.json")
+FILE_ARGS = {"circuit", "submission", "scores", "file", "submissions", "files"}
+DIR_ARGS = {"directory", "results"}
+
+
+def _damaged_args(cmd: click.Command) -> list[str] | None:
+    """Positional arguments for ``cmd``: a real case for a case, the damaged file for a file, a
+    directory of damaged files for a directory; None when the command reads no file it is given."""
+    args, reads = [], False
+    for p in cmd.params:
+        if not isinstance(p, click.Argument):
+            continue
+        if p.name == "case":
+            args.append(str(CASE_DIR))
+        elif p.name in FILE_ARGS:
+            args.append("damaged.json")
+            reads = True
+        elif p.name in DIR_ARGS:
+            args.append("damaged-dir")
+            reads = True
+        elif p.required:
+            args.append("x")
+    return args if reads else None
+
+
+DAMAGED_RUNS = [(path, kind) for path, cmd in COMMANDS if path not in SLOW and _damaged_args(cmd) is not None
+                for kind in DAMAGE]
+
+
+def test_the_damaged_file_sweep_sees_every_reader():
+    seen = {" ".join(p) for p, _ in DAMAGED_RUNS}
+    assert {"score", "evaluate", "export", "adversarial", "test-circuit", "find score", "submit", "validate",
+            "report", "publish", "import-interpbench"} <= seen
+
+
+@pytest.mark.parametrize("path, kind", DAMAGED_RUNS, ids=[" ".join(p) + f" {k}" for p, k in DAMAGED_RUNS])
+def test_a_damaged_file_is_one_line_and_nothing_written(sandbox, path, kind):
+    cwd, env = sandbox
+    (cwd / "damaged.json").write_bytes(DAMAGE[kind])
+    (cwd / "damaged-dir").mkdir()
+    for name in DIR_FILES:
+        (cwd / "damaged-dir" / name).write_bytes(DAMAGE[kind])
+    before = sorted(os.listdir(cwd))
+    res = run_main([*path, *_damaged_args(dict(COMMANDS)[path])], env=env)
+    _check(res, cwd, before)
+    assert res.code != 0, (res.stdout, res.stderr)
+    # one error line; `cbench validate` reports per file on standard output ("FILE: error: ...")
+    assert len(res.error_lines()) == 1 or (path == ("validate",) and ": error: " in res.stdout), (res.stdout,
+                                                                                                  res.stderr)

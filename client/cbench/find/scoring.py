@@ -76,7 +76,7 @@ def parse_submission(text: str, path: Path) -> dict:
 
     try:
         whole = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply for json
         whole = None
     if isinstance(whole, dict) and "schema" in whole:
         doc = whole
@@ -99,6 +99,8 @@ def _loads(line: str, path: Path, lineno: int):
         return json.loads(line)
     except ValueError as exc:
         raise SchemaError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise SchemaError(f"{path}:{lineno}: not JSON (nested too deeply)") from None
 
 
 def interval_iou(true, reported) -> float:
