@@ -57,3 +57,35 @@ def test_cli_quick_start(tmp_path):
                               timeout=900)
         assert proc.returncode == 0, (cmd, proc.stderr)
     assert (tmp_path / "scores.json").is_file()
+    # then the next block, verbatim, in the same fresh directory (results/ does not exist yet)
+    block = re.search(r"```bash\n(cbench bench --cases main.*?)```", README, flags=re.DOTALL).group(1)
+    assert not (tmp_path / "results").exists()
+    for line in block.strip().splitlines():
+        cmd = line.split("  #")[0].strip()
+        proc = subprocess.run(["bash", "-ec", cmd], check=False, capture_output=True, text=True, env=env, cwd=tmp_path,
+                              timeout=3000)
+        assert proc.returncode == 0, (cmd, proc.stderr[-2000:])
+    assert (tmp_path / "results" / "bench" / "results.json").is_file()
+    assert (tmp_path / "results" / "site" / "index.html").is_file()
+
+
+def test_bench_and_report_create_missing_parents_and_say_so(tmp_path):
+    """The README's `cbench bench --out results/bench` and `cbench report --html results/site` in a
+    fresh directory (fast form: one case, one method): the missing parents are created and named."""
+    env = _env(tmp_path / "home")
+    cbench = str(Path(sys.executable).with_name("cbench"))
+    proc = subprocess.run([cbench, "bench", "--cases", "3", "--methods", "random", "--n-examples", "8", "--out",
+                           "results/bench"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "created results, results/bench for --out results/bench" in proc.stderr
+    proc = subprocess.run([cbench, "report", "results/bench", "--html", "out/site/html"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "created out, out/site, out/site/html for --html out/site/html" in proc.stderr
+    assert (tmp_path / "out" / "site" / "html" / "index.html").is_file()
+    # a path under a file is still refused before any work, and nothing is created
+    (tmp_path / "afile").write_text("x")
+    proc = subprocess.run([cbench, "bench", "--cases", "3", "--methods", "random", "--out", "afile/sub/dir"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "afile").is_dir()

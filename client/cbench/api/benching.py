@@ -54,7 +54,7 @@ def bench(cases: str | Iterable[str] = "main", methods: str | Iterable[str] | No
         raise UsageError("out: give the results directory")
     if not isinstance(out, (str, os.PathLike)):
         raise UsageError(f"out must be a directory path (got {type(out).__name__})")
-    output_directory(str(out), "out")
+    output_directory(str(out), "out", parents=True)
     doc = run_bench(cases_arg, methods_arg, str(out), n_examples=n_examples, sampled=sampled, seed=seed,
                     echo=echo or (lambda _line: None), include_no_signal=include_no_signal)
     res = doc["results"]

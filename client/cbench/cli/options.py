@@ -88,6 +88,17 @@ def check_out_dir(ctx, param, value):
     return value
 
 
+def check_out_dir_parents(ctx, param, value):
+    """:func:`check_out_dir` for a results directory the command creates with its missing parents
+    (``cbench bench --out results/bench`` in a fresh directory), saying which it created."""
+    if value is None:
+        return None
+    from cbench.files.safe_io import output_directory
+
+    output_directory(value, param.opts[0] if param.opts else str(param.name), parents=True)
+    return value
+
+
 def check_out_tree(ctx, param, value):
     """Click callback for a build's output directory, which the build creates with its parents:
     not empty, new or a directory, under a writable existing directory (see

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import click
 
-from cbench.cli.options import check_out_dir
+from cbench.cli.options import check_out_dir_parents
 from cbench.cli.output import Output, json_option
 
 
 @click.command("report")
 @click.argument("results", type=click.Path(file_okay=False, exists=True))
-@click.option("--html", "out_dir", required=True, type=click.Path(file_okay=False), callback=check_out_dir,
+@click.option("--html", "out_dir", required=True, type=click.Path(file_okay=False), callback=check_out_dir_parents,
               help="directory of the site (index.html, cases/, methods/, img/): new, empty, or an earlier "
-                   "report; its parent must exist")
+                   "report; created with its missing parents, which the command names")
 @click.option("--against", default=None, help="the method p-values and A12 compare with [default: acdc]")
 @click.option("--variables", default=None, type=click.Path(exists=True),
               help="the results of `cbench bench --track causal-variables --out DIR` (DIR or its results.json): "

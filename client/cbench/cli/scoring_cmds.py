@@ -17,7 +17,8 @@ import click
 from cbench.api.scoring import model_input, scoring_data
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.executor_opts import executor_options
-from cbench.cli.options import (SEED_TYPE, FiniteFloatRange, check_not_empty, check_out, check_out_dir,
+from cbench.cli.options import (SEED_TYPE, FiniteFloatRange, check_not_empty, check_out,
+                                 check_out_dir_parents,
                                  n_examples_option, split_option)
 from cbench.cli.output import Output, json_option, out_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
@@ -376,8 +377,8 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.command("bench")
 @click.option("--cases", default="main", show_default=True, help="'main', 'appendix-h', 'all' (every released SIIT model), 'stress' (the stress tier) or a comma-separated list like 3,33")
 @click.option("--methods", default=None, callback=check_not_empty, help="comma-separated methods (default: all)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=check_out_dir,
-              help="results directory (its parent must exist)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, callback=check_out_dir_parents,
+              help="results directory (created with its missing parents, which the command names)")
 @click.option("--n-examples", type=click.IntRange(2, 100_000), default=100, show_default=True)
 @click.option("--sampled", is_flag=True, help="sample inputs from meta.json instead of loading the datasets")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)

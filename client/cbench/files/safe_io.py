@@ -85,10 +85,14 @@ def check_writable(directory: str | os.PathLike, option: str, given: str | os.Pa
         pass
 
 
-def output_directory(path: str | os.PathLike, option: str = "--out") -> Path:
+def output_directory(path: str | os.PathLike, option: str = "--out", parents: bool = False) -> Path:
     """The directory a command writes its files into, checked before any work: not empty, new or
     an existing directory (a file, device or FIFO is refused), in an existing parent directory
-    (cbench creates the last directory of the path, never missing parents). UsageError otherwise."""
+    (cbench creates the last directory of the path, never missing parents), or with
+    ``parents=True`` under a writable existing directory (the command creates the missing ones with
+    :func:`make_output_directory`, which says so). UsageError otherwise."""
+    if parents:
+        return output_tree(path, option)
     text = os.fspath(path)
     if not str(text).strip():
         raise UsageError(f"{option} is empty; give a directory name")
@@ -141,6 +145,25 @@ def output_tree(path: str | os.PathLike, option: str = "--out") -> Path:
     if not above.is_dir():
         raise UsageError(f"{option} {p}: {above} is not a directory")
     check_writable(above, option, p)
+    return p
+
+
+def make_output_directory(path: str | os.PathLike, option: str = "--out", echo=None) -> Path:
+    """Create the output directory ``path`` checked by :func:`output_directory` and its missing
+    parents, telling ``echo`` which directories it created (none when they all existed)."""
+    p = Path(path)
+    missing = []
+    above = Path(os.path.abspath(p))
+    while not above.exists() and above != above.parent:
+        missing.append(above)
+        above = above.parent
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{option} {p}: cannot create the directory ({exc.strerror or exc})") from None
+    if missing and echo is not None:
+        made = ", ".join(os.path.relpath(m) if not os.path.isabs(os.fspath(path)) else str(m) for m in reversed(missing))
+        echo(f"created {made} for {option} {p}")
     return p
 
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from cbench.errors import CbenchError, UsageError
+from cbench.files.safe_io import make_output_directory
 from cbench.localization.featurizers import FEATURIZERS, FeaturizerSpec
 
 MODEL_KINDS = ("siit", "tracr")
@@ -107,7 +109,7 @@ def run_track(cases: Sequence[str], out_dir: str | Path, featurizers: str | None
         first = next(iter(missing.items()), None)
         raise UsageError("no model to localize" + (f": {first[0]}: {first[1]}" if first else "")
                          + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_directory(out, "--out", echo=lambda s: print(s, file=sys.stderr))
     rows: list[dict] = []
     for case, name in models:
         try:

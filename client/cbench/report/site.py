@@ -71,7 +71,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
     from cbench.scoring.progress import Progress
     from cbench.scoring.report import write_bytes_atomic
 
-    results_dir, out = Path(results_dir), output_directory(out_dir, "--html")
+    results_dir, out = Path(results_dir), output_directory(out_dir, "--html", parents=True)
     check_report_directory(out)
     fb = read_track(variables) if variables is not None else None
     entries, cases, infos, bench = gather(results_dir, out, echo)
@@ -85,6 +85,9 @@ def build_report(results_dir: str | Path, out_dir: str | Path, against: str | No
 
         raise UsageError(f"--against {against!r} is not a method or submission of the report"
                          + did_you_mean(against, names) + f" (there are: {', '.join(names)})")
+    from cbench.files.safe_io import make_output_directory
+
+    make_output_directory(out, "--html", echo=echo)
     for sub in ("img", "cases", "methods", "assets"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     for asset in ASSETS:

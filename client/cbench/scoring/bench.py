@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import Callable
 import numpy as np
 
 from cbench.errors import CbenchError, UsageError
+from cbench.files.safe_io import make_output_directory
 from cbench.scoring.bench_summary import (
     PUBLISHED,
     RANDOM_SEEDS,
@@ -424,11 +426,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
 
     t0 = time.perf_counter()
     case_list, method_list = _parse_cases(cases), _parse_methods(methods)
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"{out}: cannot create the results directory ({e.strerror or e})") from None
+    out = make_output_directory(out_dir, "--out", echo=lambda s: print(s, file=sys.stderr))
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol)
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
