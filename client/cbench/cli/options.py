@@ -29,12 +29,6 @@ def floats(low: float, high: float, *, low_open: bool = False, high_open: bool =
 SEED_TYPE = click.IntRange(0, MAX_SEED)
 
 
-def seed_option(default: int | None = 0, **kw):
-    """``--seed``: an integer from 0 to :data:`~cbench.api.arguments.MAX_SEED`."""
-    return click.option("--seed", type=SEED_TYPE, default=default, show_default=default is not None,
-                        help=kw.pop("help", f"random seed (0 to {MAX_SEED})"), **kw)
-
-
 def split_option(**kw):
     return click.option("--split", type=click.Choice(SPLITS), default="validation", show_default=True,
                         help=kw.pop("help", "counterfactuals dataset split"), **kw)
