@@ -104,7 +104,7 @@ def test_refuse_input_as_output_skips_stdout_none_and_other_files(tmp_path):
 
 
 # ---------------------------------------------------------------------------- 3. report --html, --out FILE/
-def test_report_html_refuses_empty_non_empty_foreign_and_missing_parents(cwd):
+def test_report_html_refuses_empty_non_empty_foreign_and_unusable_parents(cwd):
     (cwd / "R").mkdir()
     (cwd / "R" / "results.json").write_text("{}")
     (cwd / "mine").mkdir()
@@ -113,7 +113,8 @@ def test_report_html_refuses_empty_non_empty_foreign_and_missing_parents(cwd):
     assert_one_clean_error(run_main(["report", "R", "--html", ""]), 2, "--html is empty")
     assert_one_clean_error(run_main(["report", "R", "--html", "mine"]), 2, "not empty")
     assert_one_clean_error(run_main(["report", "R", "--html", "R"]), 2, "not empty")
-    assert_one_clean_error(run_main(["report", "R", "--html", "no/such/site"]), 2, "create it first")
+    # a missing parent is created (and named); a parent that is a file is refused before any work
+    assert_one_clean_error(run_main(["report", "R", "--html", "R/results.json/site"]), 2, "Not a directory")
     assert snapshot(cwd) == before
 
 
@@ -160,7 +161,7 @@ def test_find_baseline_out_does_not_create_parents(cwd):
 @pytest.mark.parametrize("args, needle", [
     (["bench", "--out", ""], "--out is empty"),
     (["bench", "--out", "   "], "--out is empty"),
-    (["bench", "--out", "x/y"], "create it first"),
+    (["bench", "--out", "/proc/x/y"], "cannot write in /proc"),
     (["bench", "--methods", "", "--out", "o"], "--methods is empty"),
     (["bench", "--methods", " , ", "--out", "o"], "--methods is empty"),
     (["demo", "--methods", ""], "--methods is empty"),

@@ -71,7 +71,8 @@ def _bad_args(cmd: click.Command) -> list[list[str]]:
         if isinstance(p.type, (click.types.IntParamType, click.types.FloatParamType)):
             out += [[opt, v] for v in ("nan", "inf", "-1", "-1e309", "99999999999999999999999")]
         elif isinstance(p.type, click.Path) and not p.type.file_okay:  # a directory: "." is a fair answer
-            out += [[opt, ""], [opt, "in.json"], [opt, "no/such/dir"]]
+            # (a missing parent may be fine: bench --out and report --html create theirs; under a file never is)
+            out += [[opt, ""], [opt, "in.json"], [opt, "in.json/no/such/dir"]]
         elif isinstance(p.type, click.Path):  # a file: a directory is wrong
             out += [[opt, ""], [opt, "."], [opt, "no/such/file.json"]]
         else:  # text: empty, or a name of nothing
