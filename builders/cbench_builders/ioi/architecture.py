@@ -35,7 +35,7 @@ def checkpoint_problem(header: Mapping, arch: Mapping[str, int] | None = None) -
         return f"{len(missing)} of the model's weights missing (e.g. {missing[0]})"
     n_layers = {k.split(".")[1] for k in shapes if k.startswith("blocks.")}
     if len(n_layers) != len({k.split(".")[1] for k in want if k.startswith("blocks.")}):
-        return f"weights of {len(n_layers)} layers, not {PAPER_ARCHITECTURE['n_layers']}"
+        return f"weights of {len(n_layers)} layers, not {({**PAPER_ARCHITECTURE, **(arch or {})})['n_layers']}"
     for k, shape in want.items():
         got = shapes[k]
         if not isinstance(got, list) or len(got) != len(shape) or any(w is not None and g != w

@@ -34,9 +34,10 @@ def _training_config(**kw):
         raise UsageError(f"bad IOI training hyperparameters: {e}") from None
 
 
-def check_checkpoint_file(path: Path, option: str) -> None:
-    """Before any model code loads (no torch): ``path`` is a safetensors file with this model's
-    weights (:func:`cbench_builders.ioi.architecture.checkpoint_problem`); UsageError otherwise."""
+def check_checkpoint_file(path: Path, option: str, arch: dict | None = None) -> None:
+    """Before any model code loads (no torch): ``path`` is a safetensors file with the weights of
+    the model of architecture ``arch`` (default the paper's;
+    :func:`cbench_builders.ioi.architecture.checkpoint_problem`); UsageError otherwise."""
     from cbench.artifacts.serialization import read_safetensors_header
     from cbench.errors import ArtifactError
     from cbench_builders.ioi.architecture import checkpoint_problem
@@ -47,7 +48,7 @@ def check_checkpoint_file(path: Path, option: str) -> None:
         header = read_safetensors_header(path)
     except ArtifactError as e:
         raise UsageError(f"{option}: {e}") from None
-    problem = checkpoint_problem(header)
+    problem = checkpoint_problem(header, arch)
     if problem:
         raise UsageError(f"{option} {path}: not a checkpoint of this IOI model ({problem})")
 
@@ -100,9 +101,9 @@ def train(cfg, n_rows: int, checkpoint: Path, resume: bool, arch: dict | None = 
     if cfg.epochs == 0 and not average and not checkpoint.is_file():
         raise UsageError(f"--no-train: no checkpoint at {checkpoint}")
     for p in list(average or ()):
-        check_checkpoint_file(Path(p), "--average")
+        check_checkpoint_file(Path(p), "--average", arch)
     if resume or (cfg.epochs == 0 and not average):
-        check_checkpoint_file(checkpoint, "--checkpoint")
+        check_checkpoint_file(checkpoint, "--checkpoint", arch)
     from cbench_builders.ioi import model as ioi_model
 
     weights = mean_weights(list(average)) if average else None
