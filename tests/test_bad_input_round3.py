@@ -298,3 +298,38 @@ def test_cache_verify_reports_anything_in_a_snapshot_that_is_not_its_file(server
     assert res.code == 1 and "removed" in res.stdout, res.stdout
     assert run_main(["cache", "verify"]).code == 0
     assert (outside / "secret.txt").read_text() == "not from the hub"  # repair never follows a planted link
+
+
+# ---------------------------------------------------------------------------- as a user runs them (slow)
+@pytest.mark.slow
+def test_issue_51_commands_answer_within_5_s_as_processes(tmp_path):
+    """The commands of issue 51 as fresh processes (imports included): one line, non-zero, < 5 s."""
+    from hub_helpers import run_cli
+
+    (tmp_path / "empty.safetensors").write_bytes(b"")
+    shutil.copy(CASE / "model.safetensors", tmp_path / "other.safetensors")
+    ds = _damaged_dataset(tmp_path, "dropped column")
+    env = {"CBENCH_HOME": str(tmp_path / ".home"), "HF_HUB_OFFLINE": "1", "CBENCH_THREADS": "1"}
+    runs = [
+        (["build", "ioi-model", "--no-train", "--checkpoint", "empty.safetensors", "--out", "o"], "empty.safetensors"),
+        (["build", "ioi-model", "--no-train", "--checkpoint", "other.safetensors", "--out", "o"], "other.safetensors"),
+        (["build", "ioi-model", "--out", "/proc/nope", "--time-limit", "1", "--epochs", "1"], "--out"),
+        (["build", "ioi-model", "--target", "2"], "--target"),
+        (["build", "ioi-model", "--edge-weight", "nan"], "--edge-weight"),
+        (["build", "find", "--out", "/proc/nope"], "--out"),
+        (["build", "re-release", "--index-version", "not a version"], "--index-version"),
+        (["localize", str(CASE), "--variable", "is_x_2", "--dataset", str(ds)], "interchange_labels"),
+        (["bench", "--track", "causal-variables", "--cases", "999", "--out", "r"], "no model to localize"),
+        (["find", "score", "s.jsonl", "--wall-s", "1e300"], "--wall-s"),
+        (["find", "score", "s.jsonl", "--memory-mb", "9223372036854775807"], "--memory-mb"),
+    ]
+    before = listing(tmp_path)
+    for args, needle in runs:
+        t0 = time.perf_counter()
+        proc = run_cli(args, env=env, cwd=tmp_path, timeout=60)
+        took = time.perf_counter() - t0
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+        assert len(lines) == 1 and needle in lines[0], (args, proc.stderr)
+        assert took < LIMIT_S, (args, took)
+        assert listing(tmp_path) == before, args
