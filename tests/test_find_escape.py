@@ -846,8 +846,9 @@ WITNESS = ("import os, resource, json\n\n"
            "    return json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0),\n"
            "                       'affinity': sorted(os.sched_getaffinity(0)),\n"
            "                       'policy': os.sched_getscheduler(0),\n"
-           "                       'limits': [resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU,\n"
-           "                                  resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC)]})\n")
+           "                       'limits': [resource.getrlimit(r) for r in (\n"
+           "                           resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_NOFILE,\n"
+           "                           resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC)]})\n")
 
 
 def reach_code(watch_dir: str) -> str:

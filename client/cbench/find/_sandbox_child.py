@@ -15,14 +15,17 @@ Each entry runs in a fork of this process that, before the user's code runs,
   * sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE = 0, RLIMIT_NPROC = 0, RLIMIT_CORE = 0;
   * moves to its own process group and installs a second seccomp filter
     (``_seccomp.program("entry", pid)``): no new processes (fork, vfork, clone without CLONE_THREAD), no exec,
-    no signals to any process but itself, no setpgid/setsid, no memfd;
+    no signals to any process but itself, no setpgid/setsid, no memfd; prlimit64, setpriority and
+    sched_set* on itself only, no ioprio_set, no F_SETOWN/F_SETOWN_EX/F_SETSIG/F_NOTIFY;
   * installs an audit hook that refuses opening files, sockets, new imports, subprocesses,
     exec, fork, kill, ctypes and setrlimit (and remembers the first attempt, so catching the
     PermissionError does not help: the entry fails with that reason). The hook is a second
     line only: the code can switch it off, the kernel limits above stay;
   * counts what the code prints; past the limit the entry fails.
 The supervisor is not dumpable (entries cannot read its memory, descriptors or environment),
-kills an entry that outlives its wall-clock limit and, as the init of the sandbox's PID
+kills an entry's process group at its wall-clock deadline (waiting for it with SIGCHLD blocked
+and ``sigtimedwait``, never without a timeout, so a closed pipe or a stopped entry changes
+nothing) and, as the init of the sandbox's PID
 namespace, kills every other process (``kill(-1, SIGKILL)``) after each entry. Results an entry writes
 are checked (:func:`clean_result`) before they are passed on, and again by the host.
 

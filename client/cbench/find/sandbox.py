@@ -15,13 +15,16 @@ inside ``bwrap`` (Debian's ``bubblewrap``; ``make setup`` installs it; the detai
   supervisor at ``/sandbox/child.py``; a fresh /proc and a minimal /dev; an empty read-only
   tmpfs as working directory. The suite, its cache, the scorer's files are not there.
 * a seccomp filter (``_seccomp.program("sandbox")``: no setns, unshare, mount, ptrace,
-  bpf, keyctl, io_uring, SysV IPC, sockets other than AF_UNIX, ...), plus a second one per
-  entry (no new processes, no exec, no signals to others);
+  bpf, keyctl, io_uring, SysV IPC, inotify, sockets other than AF_UNIX, ...), plus a second one
+  per entry (no new processes, no exec, no signals to others, nothing aimed at the supervisor:
+  its limits, priority, affinity, or a descriptor owned by it);
 * kernel rlimits per entry (RLIMIT_CPU, AS, FSIZE = 0, NOFILE = 4, NPROC = 0) set by the
   supervisor, which verifies nothing else runs after each entry;
-* the supervisor is the init of the PID namespace (``--as-pid-1``); the host kills bwrap's
-  process group on timeout, ``--die-with-parent`` kills the supervisor and with it the kernel
-  kills every process of the namespace.
+* the supervisor is the init of the PID namespace (``--as-pid-1``) and keeps each entry's
+  wall-clock limit whatever the entry does; the host kills bwrap's process group when the batch's
+  budget passes or no entry has been answered for ``wall_s + HOST_GRACE_S``,
+  ``--die-with-parent`` kills the supervisor and with it the kernel kills every process of the
+  namespace.
 
 Nothing of the suite (no answers, no paths) is passed to the sandbox: code and inputs go on
 stdin; argv (``bwrap --args FD``) and the environment hold nothing of the run. Before any code
@@ -361,9 +364,12 @@ def guarantees(boundary: str = BWRAP) -> dict:
             "network": "fresh network namespace (loopback only); sockets other than AF_UNIX refused (seccomp)",
             "files": "read-only root: the interpreter, its libraries and numpy; working directory an empty "
                      "read-only tmpfs; fresh /proc (the scorer is not in the PID namespace)",
-            "seccomp": "no setns, unshare, mount, ptrace, bpf, keyctl, io_uring, SysV IPC, non-AF_UNIX sockets; per "
-                       "function no new processes, no exec, no signals to other processes",
-            "limits": "per function RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE=0, RLIMIT_NOFILE=4, RLIMIT_NPROC=0",
+            "seccomp": "no setns, unshare, mount, ptrace, bpf, keyctl, io_uring, SysV IPC, inotify, non-AF_UNIX "
+                       "sockets; per function no new processes, no exec, no signals to other processes, no limits, "
+                       "priority, scheduling or affinity of another process, no descriptor owner (F_SETOWN, F_SETSIG)",
+            "limits": "per function RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE=0, RLIMIT_NOFILE=4, RLIMIT_NPROC=0; the wall "
+                      "clock kept by the supervisor whatever the function does (its process group killed at the "
+                      "deadline) and by the host for the supervisor",
             "verified": "each supervisor's namespaces, uid, seccomp and capabilities are checked before code is sent",
             "note": "CPython audit hooks are a second line, not the boundary"}
 
