@@ -8,15 +8,20 @@ children (bwrap, the supervisors and every forked entry are waited for, so their
 lands in ``RUSAGE_CHILDREN``). The replaced runner is taken from git history
 (``git show REV:client/cbench/find/sandbox.py`` and its ``_sandbox_child.py``, default REV
 ``439abc1``, the last commit before the change) and run from a temporary directory; it is
-only measured, never used for scoring. The outcomes of both are compared too: the same code
-must succeed or fail the same way.
+only measured, never used for scoring. Each runner first runs the first ``--warmup`` jobs
+untimed (its sandbox check is cached per process; whichever ran first otherwise paid for cold
+caches); then the runners take the jobs chunk by chunk (``--interleave``, 200 = one batch), in
+an order that rotates, and each one's times are summed: on a shared machine the load then falls
+on all of them alike. ``--runs new,old,fb77628`` also measures the runner at any other
+revision the same way (here the bubblewrap runner before issue 44). The outcomes are compared
+too: the same code must succeed or fail the same way under every runner.
 
 Submissions: the no-LM baseline's (``cbench find baseline``), generated here (a few CPU
 minutes) unless ``--submissions FILE`` gives a JSON Lines file; ``--save FILE`` keeps the
 generated one.
 
 Usage: ``python benchmarks/bench_find_sandbox.py [--suite DIR] [--submissions FILE] [--save FILE]
-[--limit N] [--runs new,old] [--out results.json]`` (default suite: the release in
+[--limit N] [--runs new,old] [--warmup N] [--interleave N] [--out results.json]`` (default suite: the release in
 ``model_zoo/releases/datasets/cbench/find``, else pulled as ``cbench/find``).
 """
 
@@ -47,17 +52,34 @@ def _suite(path):
     return load_suite(releases[-1]) if releases else load_suite()
 
 
+RUNNER_MODULES = ("sandbox", "_sandbox_child", "_bwrap", "_seccomp", "limits")
+
+
 def _old_runner(rev: str, tmp: Path):
-    """The runner as it was at ``rev`` (sandbox.py + _sandbox_child.py), importable on its own."""
-    for name in ("sandbox.py", "_sandbox_child.py"):
-        text = subprocess.run(["git", "show", f"{rev}:client/cbench/find/{name}"], cwd=ROOT, check=True,
+    """The runner as it was at ``rev`` (sandbox.py and the modules it runs: _sandbox_child.py and,
+    where they exist, _bwrap.py, _seccomp.py, limits.py), importable on its own as a package of
+    its own (its ``cbench.find.<module>`` imports pointed at the copies)."""
+    import re
+
+    pkg = "cbench_old_find_" + re.sub(r"\W", "_", rev)
+    root = tmp / pkg
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    names = subprocess.run(["git", "ls-tree", "--name-only", rev, "client/cbench/find/"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    here = [m for m in RUNNER_MODULES if f"client/cbench/find/{m}.py" in names]
+    for m in here:
+        text = subprocess.run(["git", "show", f"{rev}:client/cbench/find/{m}.py"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout
-        (tmp / name).write_text(text)
-    spec = importlib.util.spec_from_file_location("cbench_old_find_sandbox", tmp / "sandbox.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+        for other in here:
+            text = text.replace(f"from cbench.find.{other} import", f"from {pkg}.{other} import")
+            text = text.replace(f"from cbench.find import {other}", f"from {pkg} import {other}")
+        (root / f"{m}.py").write_text(text)
+    sys.path.insert(0, str(tmp))
+    try:
+        return importlib.import_module(f"{pkg}.sandbox")
+    finally:
+        sys.path.remove(str(tmp))
 
 
 def _jobs(suite, entries):
@@ -99,8 +121,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--submissions", default=None, help="JSON Lines submission to score (default: run the baseline)")
     ap.add_argument("--save", default=None, help="write the generated baseline submission here")
     ap.add_argument("--limit", type=int, default=None, help="first N functions of each config")
-    ap.add_argument("--runs", default="new,old", help="which runners, in order (new, old)")
+    ap.add_argument("--runs", default="new,old", help="which runners, in order: new, old (--old-rev) or any git "
+                                                       "revision (its runner, e.g. the one before an issue)")
     ap.add_argument("--old-rev", default=OLD_REV)
+    ap.add_argument("--warmup", type=int, default=20,
+                    help="run each runner untimed on the first N jobs first (its boundary check, cold caches)")
+    ap.add_argument("--interleave", type=int, default=200,
+                    help="time the runners chunk by chunk, N jobs each, in rotating order (0: each on all jobs)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
@@ -124,33 +151,60 @@ def main(argv=None) -> dict:
     limits = Limits()
     report: dict = {"entries": len(jobs), "cpus": os.cpu_count(), "limits": vars(limits), "runs": {}}
     outcomes: dict = {}
+    names = [r.strip() for r in args.runs.split(",") if r.strip()]
     with tempfile.TemporaryDirectory(prefix="cbench-bench-old-") as tmp:
-        for run in [r.strip() for r in args.runs.split(",") if r.strip()]:
-            load0 = os.getloadavg()[0]
+        runners, labels = {}, {}
+        for run in names:
             if run == "new":
                 boundary = resolve_boundary(False, [str(suite.root)])
-                out, t = _timed(lambda: run_submissions(jobs, grid, limits, boundary=boundary,
-                                                        private_paths=[str(suite.root)]))
-                t["boundary"] = guarantees(boundary)["boundary"]
-            elif run == "old":
-                old = _old_runner(args.old_rev, Path(tmp))
-                out, t = _timed(lambda: old.run_submissions(jobs, grid, old.Limits()))
-                t["boundary"] = f"the replaced runner ({args.old_rev}: audit hook, rlimits, unshare -n)"
-            else:
-                raise SystemExit(f"unknown run {run!r} (new, old)")
-            t["load_average_at_start"] = round(load0, 2)
-            t.update(_summary(out))
-            report["runs"][run] = t
-            outcomes[run] = out
+                runners[run] = lambda js, b=boundary: run_submissions(js, grid, limits, boundary=b,
+                                                                      private_paths=[str(suite.root)])
+                labels[run] = guarantees(boundary)["boundary"]
+                continue
+            rev = args.old_rev if run == "old" else run
+            try:
+                old = _old_runner(rev, Path(tmp))
+            except subprocess.CalledProcessError:
+                raise SystemExit(f"unknown run {run!r} (new, old or a git revision)") from None
+            runners[run] = lambda js, m=old: m.run_submissions(js, grid, m.Limits())
+            labels[run] = (f"the replaced runner ({rev}: audit hook, rlimits, unshare -n)" if run == "old"
+                           else f"the runner at {rev}")
+        for run in names:
+            if args.warmup:
+                runners[run](jobs[:args.warmup])
+        # each runner on each chunk in turn (the order rotating), so that the load of a shared
+        # machine falls on every runner alike; --interleave 0: each runner on all jobs in turn
+        size = args.interleave or len(jobs)
+        chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+        loads = {run: [] for run in names}
+        for i, chunk in enumerate(chunks):
+            order = names[i % len(names):] + names[:i % len(names)]
+            for run in order:
+                loads[run].append(os.getloadavg()[0])
+                out, t = _timed(lambda: runners[run](chunk))
+                outcomes.setdefault(run, {}).update(out)
+                acc = report["runs"].setdefault(run, {"wall_s": 0.0, "children_cpu_s": 0.0, "self_cpu_s": 0.0})
+                for k in acc:
+                    acc[k] = round(acc[k] + t[k], 1)
+        for run in names:
+            t = report["runs"][run]
+            t["boundary"] = labels[run]
+            t["load_average_mean"] = round(sum(loads[run]) / len(loads[run]), 2)
+            t.update(_summary(outcomes[run]))
             print(run, json.dumps(t), file=sys.stderr)
-    if "new" in outcomes and "old" in outcomes:
-        new, old = outcomes["new"], outcomes["old"]
-        report["same_outcomes"] = sum(new[k].ok == old[k].ok and (not new[k].ok or new[k].outputs == old[k].outputs)
-                                      for k in new)
-        report["differences"] = [{"id": k, "new": new[k].reason, "old": old[k].reason} for k in new
-                                 if new[k].ok != old[k].ok or (new[k].ok and new[k].outputs != old[k].outputs)][:20]
-        report["wall_ratio_new_over_old"] = round(report["runs"]["new"]["wall_s"] / max(report["runs"]["old"]["wall_s"],
-                                                                                        1e-9), 2)
+        report["chunks"] = len(chunks)
+    new = outcomes.get("new")
+    for run, old in outcomes.items():
+        if run == "new" or new is None:
+            continue
+        suffix = "" if run == "old" else f"_{run}"
+        report["same_outcomes" + suffix] = sum(new[k].ok == old[k].ok and (not new[k].ok or new[k].outputs ==
+                                                                           old[k].outputs) for k in new)
+        report["differences" + suffix] = [{"id": k, "new": new[k].reason, run: old[k].reason} for k in new
+                                          if new[k].ok != old[k].ok or (new[k].ok and new[k].outputs != old[k].outputs)
+                                          ][:20]
+        report[f"wall_ratio_new_over_{run}"] = round(report["runs"]["new"]["wall_s"] /
+                                                     max(report["runs"][run]["wall_s"], 1e-9), 2)
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
