@@ -287,7 +287,9 @@ DAMAGE = {"empty": b"", "garbage": b"\x00\xff\xfe not a document \x89PNG", "trun
           "wrong shape": b"[1, 2, 3]", "deep": b"[" * 100_000}
 #: the files a directory argument is read for (artifacts, InterpBench folders, results directories)
 DIR_FILES = ("meta.json", "config.json", "model.safetensors", "results.json", "ll_model.pth", "ll_model_cfg.pkl",
-             "edges.pkl", "circuit.json")
+             "edges.pkl", "circuit.json", "site.json", "numeric/test-00000-of-00001.parquet",
+             "numeric/mlp.safetensors", "strings/test-00000-of-00001.parquet",
+             "case-3/train-00000-of-00001.parquet", "case-3/test-00000-of-00001.parquet")
 FILE_ARGS = {"circuit", "submission", "scores", "file", "submissions", "files"}
 DIR_ARGS = {"directory", "results"}
 
@@ -328,6 +330,7 @@ def test_a_damaged_file_is_one_line_and_nothing_written(sandbox, path, kind):
     (cwd / "damaged.json").write_bytes(DAMAGE[kind])
     (cwd / "damaged-dir").mkdir()
     for name in DIR_FILES:
+        (cwd / "damaged-dir" / name).parent.mkdir(exist_ok=True)
         (cwd / "damaged-dir" / name).write_bytes(DAMAGE[kind])
     before = sorted(os.listdir(cwd))
     res = run_main([*path, *_damaged_args(dict(COMMANDS)[path])], env=env)
@@ -336,3 +339,43 @@ def test_a_damaged_file_is_one_line_and_nothing_written(sandbox, path, kind):
     # one error line; `cbench validate` reports per file on standard output ("FILE: error: ...")
     assert len(res.error_lines()) == 1 or (path == ("validate",) and ": error: " in res.stdout), (res.stdout,
                                                                                                   res.stderr)
+
+
+def _positionals(cmd: click.Command) -> list[str]:
+    out = []
+    for p in cmd.params:
+        if isinstance(p, click.Argument) and p.required:
+            out.append(str(CASE_DIR) if p.name == "case" else "damaged.json" if p.name in FILE_ARGS
+                       else "damaged-dir" if p.name in DIR_ARGS else "x")
+    return out
+
+
+#: every input option that names a file or directory, with a damaged file and a directory of them
+DAMAGED_OPTION_RUNS = [(path, p.opts[0], value, kind) for path, cmd in COMMANDS if path not in SLOW
+                       for p in cmd.params
+                       if isinstance(p, click.Option) and isinstance(p.type, click.Path) and p.name not in OUTPUT_NAMES
+                       for value in (("damaged.json", "damaged-dir") if p.type.file_okay else ("damaged-dir",))
+                       for kind in ("garbage", "truncated")]
+
+
+def test_the_damaged_option_sweep_sees_every_input_option():
+    seen = {(" ".join(p), o) for p, o, _, _ in DAMAGED_OPTION_RUNS}
+    assert {("localize", "--dataset"), ("report", "--variables"), ("find score", "--suite")} <= seen
+
+
+@pytest.mark.parametrize("path, opt, value, kind", DAMAGED_OPTION_RUNS,
+                         ids=[" ".join(p) + f" {o} {v} {k}" for p, o, v, k in DAMAGED_OPTION_RUNS])
+def test_a_damaged_input_option_is_one_line_and_nothing_written(sandbox, path, opt, value, kind):
+    cwd, env = sandbox
+    (cwd / "damaged.json").write_bytes(DAMAGE[kind])
+    for name in DIR_FILES:
+        (cwd / "damaged-dir" / name).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / "damaged-dir" / name).write_bytes(DAMAGE[kind])
+    before = sorted(os.listdir(cwd))
+    extra = {("localize",): ["--variable", "is_x_2"], ("find", "call"): ["--", "1"]}.get(path, [])
+    res = run_main([*path, *_positionals(dict(COMMANDS)[path]), opt, value, *extra], env=env)
+    _check(res, cwd, before)
+    assert res.code != 0 and len(res.error_lines()) == 1, (res.stdout, res.stderr)
+    # a damaged input is what is reported (this one, or a damaged argument read before it; report checks
+    # its RESULTS argument, a missing directory, first)
+    assert "damaged" in res.error_lines()[0] or path == ("report",), res.stderr
