@@ -372,7 +372,8 @@ def test_a_damaged_input_option_is_one_line_and_nothing_written(sandbox, path, o
         (cwd / "damaged-dir" / name).parent.mkdir(parents=True, exist_ok=True)
         (cwd / "damaged-dir" / name).write_bytes(DAMAGE[kind])
     before = sorted(os.listdir(cwd))
-    extra = {("localize",): ["--variable", "is_x_2"], ("find", "call"): ["--", "1"]}.get(path, [])
+    extra = {("localize",): ["--variable", "is_x_2"], ("find", "call"): ["--", "1"],
+             ("submit",): [] if opt == "--report" else ["--report", "damaged-dir"]}.get(path, [])
     res = run_main([*path, *_positionals(dict(COMMANDS)[path]), opt, value, *extra], env=env)
     _check(res, cwd, before)
     assert res.code != 0 and len(res.error_lines()) == 1, (res.stdout, res.stderr)
