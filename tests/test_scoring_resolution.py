@@ -91,7 +91,7 @@ def test_stress_classes_tie_sub_resolution_scores_and_count_them():
 
 
 def test_random_per_class_auroc_is_the_mean_over_the_overall_draws():
-    from cbench.scoring.bench import RANDOM_SEEDS, random_class_aurocs, random_draws
+    from cbench.scoring.random_baseline import RANDOM_SEEDS, random_class_aurocs, random_draws
     from cbench.scoring.statistics import auroc
 
     names = GRAPH.edge_names

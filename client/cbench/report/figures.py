@@ -26,7 +26,7 @@ from cbench.report.svg import boxplot, color, roc_panel
 
 def case_figures(case: str, info: CaseInfo, entries: list[Entry], bench: dict) -> list[tuple[Entry, str]]:
     """One ROC panel per entry scored on ``case``: (entry, SVG markup)."""
-    from cbench.scoring.bench import random_mean_roc
+    from cbench.scoring.random_baseline import random_mean_roc
     from cbench.scoring.statistics import roc_staircase
 
     marks = _no_signal(bench, case)

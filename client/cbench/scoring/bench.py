@@ -29,7 +29,6 @@ and falls back to the Tracr model ``tracr-case-<id>``.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import sys
@@ -53,10 +52,10 @@ from cbench.scoring.bench_summary import (
 )
 from cbench.scoring.discrimination import by_tier
 from cbench.scoring.discrimination import markdown as discrimination_markdown
+from cbench.scoring.bench_summary import RESOLUTION_RULE, resolution_markdown
 from cbench.scoring.mib_protocol import mib_auroc, random_mib_auroc, side_by_side, side_by_side_markdown
+from cbench.scoring.random_baseline import random_aurocs, random_class_aurocs, random_draws, random_mean_roc  # noqa: F401
 from cbench.scoring.resolution import RESOLUTION_FACTOR
-
-RESOLUTION_RULE = f"{RESOLUTION_FACTOR} x eps(dtype) x max |score|"
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 
@@ -163,72 +162,6 @@ def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -
     return {}
 
 
-@functools.lru_cache(maxsize=2)
-def random_draws(n_edges: int, seed: int, n_seeds: int) -> np.ndarray:
-    """``[n_seeds, n_edges]``: the random baseline's scores for seeds ``seed``, ``seed + 1``, ...
-    (read-only; kept for the next call, which is the same case's ROC curve or AUROCs)."""
-    from cbench.discovery.random_scores import draw
-
-    out = np.stack([draw(n_edges, seed + k) for k in range(n_seeds)])
-    out.flags.writeable = False
-    return out
-
-
-def random_aurocs(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
-                  include_no_signal: bool = False) -> np.ndarray:
-    """``[n_seeds, 2]``: the random baseline's (q/k/v, promoted) edge AUROC for seeds ``seed``,
-    ``seed + 1``, ... (each row the scores ``cbench discover --method random --seed s`` gives).
-    Their mean is the bench's random row, at chance when the scoring is fair. Ranked as
-    :func:`~cbench.scoring.ground_truth.score_against_truth` ranks (|score|, max over q/k/v when
-    promoted, the same labels), all draws at once."""
-    from cbench.scoring.ground_truth import edge_labels, head_level_scores
-    from cbench.scoring.statistics import auroc_rows
-
-    lab = edge_labels(graph, truth, no_signal=no_signal, include_no_signal=include_no_signal)
-    scores = random_draws(graph.n_edges, seed, n_seeds)
-    vals, heads = np.abs(scores), head_level_scores(graph, scores)
-    promoted = auroc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
-    qkv = auroc_rows(vals[:, lab.edge_keep], lab.edge_labels[lab.edge_keep]) if lab.qkv else promoted
-    return np.stack([qkv, promoted], axis=1)
-
-
-def random_class_aurocs(graph, circuit, seed: int, n_seeds: int = RANDOM_SEEDS) -> dict[str, float]:
-    """The random baseline's per-class edge AUROC on a stress model: for each class, the mean over
-    the same draws as its overall figure (:func:`random_aurocs`), not one draw's."""
-    from cbench.scoring.statistics import auroc_rows
-    from cbench.scoring.stress_tier import _class_masks
-
-    vals = np.abs(random_draws(graph.n_edges, seed, n_seeds))
-    outside, classes = _class_masks(graph, circuit)
-    out = {}
-    for cls, pos in classes.items():
-        keep = pos | outside
-        if pos.any() and outside.any():
-            out[cls] = float(auroc_rows(vals[:, keep], pos[keep]).mean())
-    return out
-
-
-def resolution_markdown(auroc: dict, auroc_raw: dict, sub: dict, methods: list[str]) -> str:
-    """Per method: mean edge AUROC with sub-resolution scores tied with 0 (the bench's figure) and
-    with the raw scores, and how many ground-truth edges only sub-resolution scores had lifted."""
-    lines = ["## Numerical resolution", "",
-             f"Scores below {RESOLUTION_RULE} tie with 0 (docs/scoring.md). Per method over the cases: "
-             "mean edge AUROC as scored, the same with the raw scores ranked, and the ground-truth edges "
-             "whose non-zero score was below the resolution (ranked above the exact zeros only by rounding "
-             "residue before this rule).", "",
-             "| method | mean AUROC | mean AUROC, raw scores | ground-truth edges below resolution (cases) |",
-             "| --- | ---: | ---: | ---: |"]
-    for m in methods:
-        vals = [auroc[c][m] for c in auroc if auroc[c].get(m) is not None]
-        raws = [auroc_raw[c][m] for c in auroc_raw if auroc_raw[c].get(m) is not None]
-        if not vals:
-            continue
-        n = sum(sub.get(c, {}).get(m, 0) for c in sub)
-        cases = sum(1 for c in sub if sub[c].get(m, 0))
-        lines.append(f"| {m} | {np.mean(vals):.3f} | {np.mean(raws):.3f} | {n} ({cases}) |")
-    return "\n".join(lines) + "\n"
-
-
 def _mib_auroc(graph, doc, truth, method: str) -> float | None:
     """MIB's greedy-pruned edge AUROC of a scores document (the random row: the mean over draws)."""
     from cbench.scoring.faithfulness import edge_score_vector
@@ -238,23 +171,6 @@ def _mib_auroc(graph, doc, truth, method: str) -> float | None:
     else:
         v = mib_auroc(graph, edge_score_vector(graph, doc), truth).auroc
     return None if math.isnan(v) else float(v)
-
-
-def random_mean_roc(graph, truth, seed: int, n_seeds: int = RANDOM_SEEDS, no_signal=(),
-                    include_no_signal: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The random baseline's ROC curve as the bench reports it: the vertical average of the
-    curves of the same draws whose mean AUROC is the bench's random row
-    (:func:`random_aurocs`; q/k/v granularity, promoted when the truth names heads only), so
-    the curve's area is that row's number, not one draw's."""
-    from cbench.scoring.ground_truth import edge_labels, head_level_scores
-    from cbench.scoring.statistics import mean_roc_rows
-
-    lab = edge_labels(graph, truth, no_signal=no_signal, include_no_signal=include_no_signal)
-    scores = random_draws(graph.n_edges, seed, n_seeds)
-    if lab.qkv:
-        return mean_roc_rows(np.abs(scores)[:, lab.edge_keep], lab.edge_labels[lab.edge_keep])
-    heads = head_level_scores(graph, scores)
-    return mean_roc_rows(heads[:, lab.head_keep], lab.head_labels[lab.head_keep])
 
 
 def model_sha256(artifact) -> str | None:

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from cbench.scoring.resolution import RESOLUTION_FACTOR
+
+RESOLUTION_RULE = f"{RESOLUTION_FACTOR} x eps(dtype) x max |score|"
+
 ORACLE = "activation-patching"  # exact patching of every edge alone: the calibration's top (in the bench by default)
 # the random column is the mean edge AUROC over this many draws: with 200 (InterpBench's count) a
 # 2-of-8 ground truth leaves a standard error of 0.017, too much for a row that must read 0.5 +- 0.02
@@ -226,3 +230,24 @@ def _plots(out: Path, auroc, rocs, methods) -> list[str]:
                             wspace=0.18, hspace=0.38)
         save(fig, f"roc_{c}.png", tight=False)
     return written
+
+
+def resolution_markdown(auroc: dict, auroc_raw: dict, sub: dict, methods: list[str]) -> str:
+    """Per method: mean edge AUROC with sub-resolution scores tied with 0 (the bench's figure) and
+    with the raw scores, and how many ground-truth edges only sub-resolution scores had lifted."""
+    lines = ["## Numerical resolution", "",
+             f"Scores below {RESOLUTION_RULE} tie with 0 (docs/scoring.md). Per method over the cases: "
+             "mean edge AUROC as scored, the same with the raw scores ranked, and the ground-truth edges "
+             "whose non-zero score was below the resolution (ranked above the exact zeros only by rounding "
+             "residue before this rule).", "",
+             "| method | mean AUROC | mean AUROC, raw scores | ground-truth edges below resolution (cases) |",
+             "| --- | ---: | ---: | ---: |"]
+    for m in methods:
+        vals = [auroc[c][m] for c in auroc if auroc[c].get(m) is not None]
+        raws = [auroc_raw[c][m] for c in auroc_raw if auroc_raw[c].get(m) is not None]
+        if not vals:
+            continue
+        n = sum(sub.get(c, {}).get(m, 0) for c in sub)
+        cases = sum(1 for c in sub if sub[c].get(m, 0))
+        lines.append(f"| {m} | {np.mean(vals):.3f} | {np.mean(raws):.3f} | {n} ({cases}) |")
+    return "\n".join(lines) + "\n"
