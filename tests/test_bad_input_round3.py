@@ -172,6 +172,10 @@ def test_read_rows_reads_a_good_snapshot_and_checks_its_rows():
     bad = [dict(rows[0], base_ids=[0, True, 1])]
     with pytest.raises(UsageError, match="token id True"):
         check_rows(bad, meta, "x")
+    with pytest.raises(UsageError, match="token id None in source_ids"):
+        check_rows([dict(rows[0], source_ids=[0, None, 1])], meta, "x")
+    with pytest.raises(UsageError, match="base_ids is not a list"):
+        check_rows([dict(rows[0], base_ids=None)], meta, "x")
     with pytest.raises(UsageError, match="interchange labels"):
         check_rows([dict(rows[0], interchange_labels=[])], meta, "x")
 

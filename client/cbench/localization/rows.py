@@ -53,10 +53,9 @@ def check_rows(rows: Sequence[Mapping], meta: Mapping, where: str) -> None:
             ids = r.get(key)
             if not isinstance(ids, list) or not ids:
                 raise UsageError(f"{where}: counterfactual row {i}: {key} is not a list of token ids")
-            bad = next((x for x in ids if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n_vocab),
-                       None)
-            if bad is not None or None in ids:
-                raise UsageError(f"{where}: counterfactual row {i}: token id {bad!r} in {key} is not in the "
+            bad = [x for x in ids if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < n_vocab]
+            if bad:
+                raise UsageError(f"{where}: counterfactual row {i}: token id {bad[0]!r} in {key} is not in the "
                                  f"model's vocabulary (ids 0 to {n_vocab - 1})")
         nodes, labels = r.get("high_level_nodes") or [], r.get("interchange_labels")
         if not isinstance(labels, list) or len(labels) != len(nodes):
