@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import jinja2
@@ -91,19 +92,38 @@ def _front_matter(text: str) -> tuple[dict, str]:
     return yaml.safe_load(text[4:end]) or {}, text[end + 5:]
 
 
-def _gates(context: dict) -> list[tuple[str, float]]:
-    """(name, value) of every release gate in a verify report (object or dict), if any."""
+def _gates(context: dict) -> list[tuple[str, float, str]]:
+    """(name, value, pairs) of each release gate, once: from ``meta.json``'s ``gates`` (the value on
+    the fresh pairs ``cbench verify`` draws, else on all edges, else on the validation pairs), or
+    else from a verify report (object or dict), which lists a gate once per pair set: the last
+    value of each name is kept. Listing every pair set's value under one metric type made each
+    gate appear twice with different values (issue 47)."""
+    meta = context.get("meta") or {}
+    gates = meta.get("gates") if isinstance(meta, dict) else None
+    out: dict[str, tuple[float, str]] = {}
+    if isinstance(gates, dict) and gates:
+        for name, g in gates.items():
+            if not isinstance(g, dict):
+                continue
+            for key in ("fresh", "all", "validation"):
+                value = g.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out[name] = (float(value), key)
+                    break
+        return [(n, v, k) for n, (v, k) in out.items()]
     report = context.get("verify")
-    gates = getattr(report, "gates", None) if report is not None else None
-    if gates is None and isinstance(report, dict):
-        gates = report.get("gates")
-    out = []
-    for g in gates or []:
+    listed = getattr(report, "gates", None) if report is not None else None
+    if listed is None and isinstance(report, dict):
+        listed = report.get("gates")
+    for g in listed or []:
         name = getattr(g, "name", None) if not isinstance(g, dict) else g.get("name")
         value = getattr(g, "value", None) if not isinstance(g, dict) else g.get("value")
         if isinstance(name, str) and isinstance(value, (int, float)):
-            out.append((name, float(value)))
-    return out
+            out[name] = (float(value), "verify")
+    return [(n, v, k) for n, (v, k) in out.items()]
+
+
+GATE_PAIRS = {"fresh": "fresh pairs", "all": "every edge", "validation": "validation pairs", "verify": "verify's pairs"}
 
 
 def model_card_data(template: str, data: dict, context: dict):
@@ -125,8 +145,8 @@ def model_card_data(template: str, data: dict, context: dict):
     if template == "tracr_model" and "n_inputs" in exact:
         results.append(EvalResult(metric_type="exact_match", metric_name="agreement with the RASP program",
                                   metric_value=1.0, **dict(common, dataset_split="all inputs checked")))
-    for name, value in _gates(context):
-        results.append(EvalResult(metric_type=f"gate/{name}", metric_name=f"release gate: {name}",
+    for name, value, pairs in _gates(context):
+        results.append(EvalResult(metric_type=f"gate/{name}", metric_name=f"release gate: {name} ({GATE_PAIRS[pairs]})",
                                   metric_value=value, **common))
     fields = {k: v for k, v in data.items() if k not in ("datasets", "model-index", "model_name")}
     return ModelCardData(model_name=repo, datasets=MODEL_DATASETS[template], eval_results=results or None, **fields)
@@ -197,10 +217,98 @@ def _model_defaults(template: str, context: dict) -> dict:
     ctx = dict(context)
     meta = ctx.get("meta") or {}
     ctx.setdefault("kind", "tracr")
-    skip = {meta.get("bos_token"), meta.get("pad_token")}
-    words = [token_string(t) for t in meta.get("input_tokens", []) if t not in skip]
-    n = max(1, min(int(meta.get("min_seq_len") or 3), 3, len(words)))
-    ctx.setdefault("example_input", " ".join(words[:n]))
+    ctx.setdefault("example_input", example_input(meta, ctx.get("example_prompt")))
     ctx.setdefault("bos_token", token_string(meta.get("bos_token", "BOS")))
     ctx.setdefault("pad_token", None if meta.get("pad_token") is None else token_string(meta["pad_token"]))
     return ctx
+
+
+# --------------------------------------------------------------------------- today's form of a released card
+# Issue 47: a released card listed each release gate twice (once per pair set) in its model-index, its
+# TransformerLens 4.x block reused names the 3.x block imported (whose first line fails under 4.x), and
+# the IOI card's example input was three unknown tokens. refresh_card brings a card to today's form.
+
+_SPECIAL_TOKEN = re.compile(r"^<[^<>\s]+>$")
+_TEMPLATE_OF_KIND = {"siit": "siit_model", "iit": "siit_model", "tracr": "tracr_model"}
+
+
+def template_of(meta: dict) -> str | None:
+    """The card template a released model's card came from, when it has a model-index (IOI, SIIT,
+    IIT and Tracr models; stress and variables cards carry none)."""
+    if str(meta.get("case")) == "ioi":
+        return "ioi_model"
+    return _TEMPLATE_OF_KIND.get(meta.get("model_kind"))
+
+
+def example_input(meta: dict, prompt: str | None = None) -> str:
+    """A card's example input: ``prompt`` (a real input, e.g. the first row of the model's dataset)
+    when given, else the first vocabulary words, special tokens (BOS, PAD, ``<unk>``...) left out, as
+    many as the shortest input holds (at most 3)."""
+    from cbench.artifacts.tokenizer import token_string
+
+    if prompt:
+        return prompt
+    skip = {meta.get("bos_token"), meta.get("pad_token")}
+    words = [token_string(t) for t in meta.get("input_tokens", [])
+             if t not in skip and not _SPECIAL_TOKEN.match(str(t))]
+    n = max(1, min(int(meta.get("min_seq_len") or 3) - 1, 3, len(words)))
+    return " ".join(words[:n])
+
+
+def loading_section(meta: dict, repo: str, bridge_problem: str | None, prompt: str | None = None) -> str:
+    """The card's "Load without cbench" section as today's template writes it."""
+    from cbench.artifacts.tokenizer import token_string
+
+    pad = meta.get("pad_token")
+    return render_partial("_loading", {"bos_token": token_string(meta.get("bos_token", "BOS")),
+                                       "pad_token": None if pad is None else token_string(pad), "repo": repo,
+                                       "example_input": example_input(meta, prompt),
+                                       "bridge_problem": bridge_problem}).strip()
+
+
+def _duplicated_metrics(front: dict) -> bool:
+    for entry in front.get("model-index") or []:
+        for result in entry.get("results") or []:
+            types = [m.get("type") for m in result.get("metrics") or []]
+            if len(types) != len(set(types)):
+                return True
+    return False
+
+
+def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None) -> tuple[str, list[str]]:
+    """``text`` (a released model card) in today's form, and what changed (empty: already so):
+    the model-index rebuilt from ``meta.json`` with each metric once, and the loading section
+    re-rendered when its 4.x block does not run alone or its example input is not the one
+    :func:`example_input` gives."""
+    changes = []
+    front, body = _front_matter(text)
+    template = template_of(meta)
+    if template and _duplicated_metrics(front):
+        data = {k: v for k, v in front.items() if k != "model-index"}
+        card_data = model_card_data(template, data, {"repo": repo, "case": meta.get("case"), "meta": meta})
+        front_text = card_data.to_yaml()
+        changes.append("the model-index lists each metric once: a release gate's value on the fresh pairs "
+                       "`cbench verify` draws (it listed each gate once per pair set, with different values)")
+    else:
+        front_text = text[4:text.index("\n---\n", 4)]
+    heading = "## Load without cbench"
+    if heading in body:
+        start = body.index(heading)
+        end = body.find("\n## ", start + len(heading))
+        end = len(body) if end < 0 else end + 1
+        old = body[start:end].rstrip("\n")
+        problem = None
+        m = re.search(r"not available for this model\. (.*)", old)
+        if m:
+            problem = m.group(1).strip()
+        new = loading_section(meta, repo, problem, prompt)
+        if new != old:
+            body = body[:start] + new + "\n\n" + body[end:].lstrip("\n")
+            old_example = re.findall(r'to_tokens\("(.*)"\)', old)
+            what = ["the TransformerLens 4.x code runs on its own (it reused names the 3.x block imports)"]
+            if old_example and old_example[0] != example_input(meta, prompt):
+                what.append(f"the example input is {example_input(meta, prompt)!r} (it was {old_example[0]!r})")
+            changes.append("; ".join(what))
+    if not changes:
+        return text, []
+    return f"---\n{front_text.rstrip()}\n---\n{body}", changes

@@ -1,8 +1,9 @@
-"""``cbench build re-release``: bring every released model to today's artifact form as a new minor
+"""``cbench build re-release``: bring every released model to today's artifact form as a new
 version, without touching its weights.
 
 For each model repository in ``model_zoo/releases/models/<org>/`` it takes the newest version
-``vX.Y.Z`` and, if anything is missing from today's form, writes ``vX.(Y+1).0`` beside it with:
+``vX.Y.Z`` and, if anything is missing from today's form, writes ``vX.(Y+1).0`` beside it (or
+``vX.Y.(Z+1)`` when only the cards change) with:
 
 * ``config.json``: ``default_prepend_bos: true`` when ``meta.json`` names a ``bos_token`` (every
   cbench model reads BOS at position 0; earlier releases said ``false`` and relied on cbench's loader
@@ -10,7 +11,10 @@ For each model repository in ``model_zoo/releases/models/<org>/`` it takes the n
 * ``tokenizer.json`` / ``tokenizer_config.json`` where absent (:mod:`cbench.artifacts.tokenizer`);
 * ``bridge/config.json`` and ``bridge/model.safetensors``: the model for TransformerLens 4's
   ``TransformerBridge.boot_native`` (:mod:`cbench.artifacts.native_bridge`);
-* the card (``README.md``): a "Load without cbench" section and a "Changes in vX.(Y+1).0" note;
+* the card (``README.md``): a "Load without cbench" section whose TransformerLens 4.x block runs
+  on its own and whose example input is a real input without unknown tokens, a ``model-index``
+  listing each metric once (:func:`cbench_builders.release.cards.refresh_card`), and a "Changes in
+  vX.Y.Z" note;
 * ``meta.json``: its sha256 manifest recomputed, nothing else.
 
 The same applies to sub-artifacts (``tracr/``). ``model.safetensors`` is copied byte for byte
@@ -38,8 +42,9 @@ class Upgrade:
     """What a re-release changed in one artifact directory (``where``: '' for the root)."""
 
     where: str
-    changes: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  #: changes to the artifact's files (a minor version)
     bridge_problem: str | None = None
+    card_changes: list[str] = field(default_factory=list)  #: changes to its card alone (a patch version)
 
 
 def next_minor(version: str) -> str:
@@ -47,6 +52,42 @@ def next_minor(version: str) -> str:
 
     major, minor, _patch = parse_version(version)
     return f"v{major}.{minor + 1}.0"
+
+
+def next_patch(version: str) -> str:
+    from cbench.hub.repos import parse_version
+
+    major, minor, patch = parse_version(version)
+    return f"v{major}.{minor}.{patch + 1}"
+
+
+def example_prompt(zoo: Path, meta: dict) -> str | None:
+    """A real input for the card's example, when the model reads a dataset of whole sentences
+    (IOI: the first validation prompt of the dataset revision it was trained on); None otherwise."""
+    ref = meta.get("dataset") if isinstance(meta.get("dataset"), dict) else None
+    if not ref or not ref.get("repo") or str(meta.get("case")) != "ioi":
+        return None
+    import pyarrow.parquet as pq
+
+    files = sorted((zoo / "releases" / "datasets" / ref["repo"] / str(ref.get("revision"))).glob(
+        "data/validation-*.parquet"))
+    if not files:
+        return None
+    rows = pq.read_table(files[0], columns=["prompt"]).slice(0, 1).to_pylist()
+    return rows[0]["prompt"] if rows else None
+
+
+def refresh_card_file(art: Path, repo: str, prompt: str | None) -> list[str]:
+    """Bring the artifact's card to today's form in place (:func:`cards.refresh_card`); what changed."""
+    from cbench_builders.release.cards import refresh_card
+
+    path = art / "README.md"
+    if not path.is_file():
+        return []
+    text, changes = refresh_card(path.read_text(encoding="utf-8"), _read(art / "meta.json"), repo, prompt)
+    if changes:
+        path.write_text(text, encoding="utf-8")
+    return changes
 
 
 def _artifact_dirs(root: Path) -> list[Path]:
@@ -109,23 +150,10 @@ def upgrade_dir(art: Path) -> Upgrade:
     return up
 
 
-def _card_context(art: Path, up: Upgrade, repo: str) -> dict:
-    from cbench.artifacts.tokenizer import token_string
-
-    meta = _read(art / "meta.json")
-    skip = {meta.get("bos_token"), meta.get("pad_token")}
-    words = [token_string(t) for t in meta.get("input_tokens", []) if t not in skip]
-    n = max(1, min(int(meta.get("min_seq_len") or 3) - 1, 3, len(words)))
-    pad = meta.get("pad_token")
-    return {"bos_token": token_string(meta.get("bos_token", "BOS")), "example_input": " ".join(words[:n]),
-            "pad_token": None if pad is None else token_string(pad), "repo": repo,
-            "bridge_problem": up.bridge_problem}
-
-
 def update_card(art: Path, up: Upgrade, version: str, previous: str, repo: str) -> None:
     """Insert the loading section (when the card has none) and the change note before
     ``## Limitations`` (or ``## Citation``, or at the end)."""
-    from cbench_builders.release.cards import render_partial
+    from cbench_builders.release.cards import loading_section
 
     path = art / "README.md"
     if not path.is_file():
@@ -133,10 +161,10 @@ def update_card(art: Path, up: Upgrade, version: str, previous: str, repo: str) 
     text = path.read_text(encoding="utf-8")
     blocks = []
     if LOADING_HEADING not in text:
-        blocks.append(render_partial("_loading", _card_context(art, up, repo)).strip())
+        blocks.append(loading_section(_read(art / "meta.json"), repo, up.bridge_problem))
     note = [f"## Changes in {version}", "",
             f"Re-released from {previous} with the same weights (`model.safetensors` byte for byte):", ""]
-    note += [f"- {c}" for c in up.changes]
+    note += [f"- {c}" for c in up.changes + up.card_changes]
     if up.bridge_problem:
         note.append(f"- no TransformerLens 4 form: {up.bridge_problem}")
     blocks.append("\n".join(note))
@@ -159,15 +187,17 @@ def _refresh_manifest(art: Path) -> None:
     (art / "meta.json").write_bytes(dumps_json(meta))
 
 
-def rerelease_one(src: Path, dst: Path) -> list[Upgrade] | None:
-    """Write ``dst`` (a new version directory) from ``src`` in today's form; None (and nothing
-    written) when ``src`` is already in it."""
+def rerelease_one(src: Path, parent: Path, zoo: Path | None = None) -> tuple[str, list[Upgrade]] | None:
+    """Write the next version of ``src`` under ``parent`` in today's form: the next minor version
+    when an artifact file changed, the next patch version when only cards did. Returns (version,
+    upgrades), or None (and nothing written) when ``src`` is already in today's form."""
     from cbench.artifacts.model import verify_artifact
     from cbench.artifacts.serialization import sha256_file
 
-    version, previous = dst.name, src.name
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
+    previous = src.name
+    repo = f"{ORG}/{parent.name}"
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{previous}.tmp-", dir=parent))
     try:
         shutil.rmtree(tmp)
         shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(".*", "__pycache__"))
@@ -175,21 +205,26 @@ def rerelease_one(src: Path, dst: Path) -> list[Upgrade] | None:
         for art in _artifact_dirs(tmp):
             up = upgrade_dir(art)
             up.where = art.relative_to(tmp).as_posix() if art != tmp else ""
-            if up.changes:
-                update_card(art, up, version, previous, repo=f"{ORG}/{dst.parent.name}")
-            _refresh_manifest(art)
+            prompt = example_prompt(zoo, _read(art / "meta.json")) if zoo is not None else None
+            up.card_changes = refresh_card_file(art, repo, prompt)
             ups.append(up)
-        if not any(u.changes for u in ups):
+        if not any(u.changes or u.card_changes for u in ups):
             return None
+        version = next_minor(previous) if any(u.changes for u in ups) else next_patch(previous)
+        for art, up in zip(_artifact_dirs(tmp), ups):
+            if up.changes or up.card_changes:
+                update_card(art, up, version, previous, repo=repo)
+            _refresh_manifest(art)
         for w in tmp.rglob("model.safetensors"):
             rel = w.relative_to(tmp)
             if "bridge" not in rel.parts and sha256_file(w) != sha256_file(src / rel):
-                raise BuildError(f"{dst}: {rel} changed while re-releasing; refusing")
+                raise BuildError(f"{parent / version}: {rel} changed while re-releasing; refusing")
         verify_artifact(tmp)
+        dst = parent / version
         if dst.exists():
             raise BuildError(f"{dst} already exists; release a new version")
         tmp.rename(dst)
-        return ups
+        return version, ups
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -222,11 +257,11 @@ def rerelease(zoo: Path, only: set[str] | None = None, echo=lambda s: None) -> l
     for k, name in enumerate(names, 1):
         versions = [p.name for p in (base / name).iterdir() if p.is_dir() and not p.name.startswith(".")]
         newest = sort_versions(versions)[-1]
-        target = next_minor(newest)
-        ups = rerelease_one(base / name / newest, base / name / target)
-        if ups is None:
+        made = rerelease_one(base / name / newest, base / name, zoo)
+        if made is None:
             echo(f"[{k}/{len(names)}] {ORG}/{name}@{newest}: already current")
             continue
+        target, _ups = made
         _record_release_date(zoo, f"models/{ORG}/{name}/{target}")
         done.append(f"{ORG}/{name}@{target}")
         echo(f"[{k}/{len(names)}] released {ORG}/{name}@{target} (from {newest})")
