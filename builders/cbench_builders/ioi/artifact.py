@@ -115,7 +115,9 @@ def write_ioi_artifact(s, out: Path, prior: dict, verify_pairs_n: int = 1000, ke
         readme = render_card("ioi_model", {
             "case": ioi_model.CASE, "kind": "siit", "meta": meta, "config": config_to_json(model.cfg),
             "correspondence": corr, "circuit": circuit, "released": released, "reasons": reasons,
-            "repo": "cbench/ioi", "verify": report, "hl_edges": meta["high_level"]["edges"]})
+            "repo": "cbench/ioi", "verify": report, "hl_edges": meta["high_level"]["edges"],
+            # the card's example input: the dataset's first validation prompt (a real IOI sentence)
+            "example_prompt": ioi.generate_split("validation", 1, seed=ioi.DEFAULT_SEED)[0]["prompt"]})
         path = Path(out) / ioi_model.CASE
         write_model_artifact(path, model, meta, circuit=circuit, correspondence=corr, readme=readme, overwrite=True)
     return IOIOutcome(report, path, released, meta)
