@@ -326,3 +326,20 @@ def test_score_and_evaluate_with_protocol_mib(art, capsys):
     for curve, absolute in ((faith["cpr_curve"], False), (faith["cmd_curve"], True)):
         assert curve["n_edges"] == [int(m.sum()) for m in circuits_at_sizes(g, scores, SIZE_GRID, absolute=absolute)]
     assert faith["cpr_curve"]["n_edges"][0] == 0  # int(.001 * n) = 0 edges: MIB's empty circuit, not cbench's 1
+
+
+def test_a_case_name_is_not_shadowed_by_a_folder_of_that_name(tmp_path, monkeypatch):
+    """`cbench bench --cases ioi --out ioi` created ./ioi, then took it for the case's artifact
+    ("ioi: not a model artifact"); a bare name that names a folder without meta.json is the hub's."""
+    from cbench.errors import CbenchError
+    from cbench.scoring.bench import _resolve
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "3").mkdir()
+    (tmp_path / "case-3").mkdir()
+    for name in ("3", "case-3"):
+        label, art = _resolve(name)
+        assert label == "3" and (art.path / "meta.json").is_file() and art.path != tmp_path / name
+    with pytest.raises(CbenchError):
+        _resolve("./case-3")  # a path is still taken as the directory it names

@@ -124,7 +124,10 @@ def _resolve(case: str):
     from cbench.artifacts.model import read_model_artifact
 
     p = Path(case)
-    if p.is_dir():
+    # a directory is taken as an artifact when it is one, or when the name has a path in it; a bare
+    # name such as `ioi` that only happens to name a folder here (the --out of `bench --cases ioi
+    # --out ioi`) is the hub's case
+    if p.is_dir() and ((p / "meta.json").is_file() or len(p.parts) > 1 or case.startswith(".")):
         art = read_model_artifact(p)
         return art.case, art
     from cbench.hub.loading import load
