@@ -26,11 +26,15 @@ $(STAMP): pyproject.toml
 	    echo "note: bubblewrap (bwrap) is not installed; \`cbench find score\` refuses to run submitted code" \
 	         "until it is (as root: apt-get install bubblewrap)" >&2; \
 	  fi; }
+	@echo "setup 1/3: creating $(VENV) and upgrading pip (under a minute)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	@echo "setup 2/3: installing torch 2.13.0, CPU build (about a minute)"
 	$(PY) -m pip install --quiet torch==2.13.0
+	@echo "setup 3/3: installing cbench and its dependencies (2-4 minutes on a fresh machine, quiet meanwhile)"
 	$(PY) -m pip install --quiet -e '.[build,hub,test,ray]'
 	touch $(STAMP)
+	@echo "setup: done ($(VENV))"
 
 # TransformerLens 4.3 beside the 3.9 that cbench uses, for tests/test_transformer_lens4.py: a second
 # venv that sees the main venv's packages through one .pth line (torch 2.13.0 CPU, transformers and
