@@ -51,6 +51,12 @@ class GraphError(CbenchError):
     """An edge or node name does not exist in a model's graph, or a mask has the wrong shape."""
 
 
+class UnsupportedModelError(GraphError):
+    """A model with an architecture feature the runtime does not run (the message names it)."""
+
+    exit_code = 2
+
+
 class HubError(CbenchError):
     """Anything that goes wrong talking to a hub."""
 

@@ -259,7 +259,9 @@ def model_config_json(model: HookedTransformer) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- building models
 def enable_edge_hooks(model: HookedTransformer) -> HookedTransformer:
-    """Turn on the hooks edge-level work needs: per-head results, split q/k/v inputs, MLP inputs.
+    """Turn on the hooks edge-level work needs: per-head results, split q/k/v inputs, MLP inputs,
+    and grouped-query attention ungrouped (``hook_k_input``/``hook_v_input`` per query head, the
+    runtime's and the EAP-IG library's k and v destinations; the same numbers).
 
     ``use_hook_mlp_in`` only for models with MLPs (TransformerLens refuses it otherwise).
     Returns the model for chaining.
@@ -270,6 +272,8 @@ def enable_edge_hooks(model: HookedTransformer) -> HookedTransformer:
     """
     model.set_use_attn_result(True)
     model.set_use_split_qkv_input(True)
+    if getattr(model.cfg, "n_key_value_heads", None) is not None:  # a k and v input per query head
+        model.set_ungroup_grouped_query_attention(True)
     if not model.cfg.attn_only:
         model.set_use_hook_mlp_in(True)
     return model

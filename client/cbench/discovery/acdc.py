@@ -52,6 +52,7 @@ import torch
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.tasks.metrics import metric_slice
 from cbench.runtime import memory
+from cbench.runtime.attention_ops import head_pattern
 
 PARAMS = {
     "threshold": Param(float, 0.01, low=0.0, doc="tau: remove an edge when the metric grows by less than this"),
@@ -103,7 +104,7 @@ class _Incremental:
                 attn, h = blk.attn, n.head
                 ln = None if isinstance(blk.ln1, torch.nn.Identity) else blk.ln1
                 self.heads[f] = (ln, (attn.W_Q[h], attn.W_K[h], attn.W_V[h]), (attn.b_Q[h], attn.b_K[h], attn.b_V[h]),
-                                 attn.W_O[h], attn.attn_scale, float(attn.IGNORE))
+                                 attn.W_O[h], attn.attn_scale, float(attn.IGNORE), n.layer)
         # MLPs of TransformerLens's plain kind: the products of CircuitRuntime.node_output
         self.mlps = {}
         if not rt.cfg.is_layer_norm_activation():
@@ -192,15 +193,8 @@ class _Incremental:
         return y.expand(w, *y.shape[-3:]) if y.dim() == 3 else y
 
     def _pattern(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        # the arithmetic of CircuitRuntime.node_output
-        scores = q @ k.transpose(-1, -2) / self._head[4]
-        P = scores.shape[-1]
-        if self.rt.causal:
-            scores = scores.masked_fill(self.rt._future(P, scores.device), self._head[5])
-        if P < 8:
-            e = (scores - scores.amax(-1, keepdim=True)).exp_()
-            return e / e.sum(-1, keepdim=True)
-        return torch.softmax(scores, dim=-1)
+        # the arithmetic of CircuitRuntime.node_output (rotary, soft-cap, causal and local masks)
+        return head_pattern(self.rt, self._head[6], q, k)
 
     def evaluate(self, cands: list[int], edge_src: np.ndarray) -> list[float]:
         """The metric with candidates ``0..j`` removed, for every row ``j``."""

@@ -51,6 +51,7 @@ import torch
 
 from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progress_bar
 from cbench.errors import UsageError
+from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
 from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.layers import mlp as mlp_layer
 from cbench.runtime.memory import budget_bytes, row_parts, rows_per_pass
@@ -91,7 +92,6 @@ def gradient_pass(rt, tokens: torch.Tensor, metric_fn, variants: int):
         keep = torch.ones(L, R, 1, 1, dtype=rt.dtype, device=rt.device)
         for layer in range(min(L, V - 1)):
             keep[layer, (layer + 1) * n:(layer + 2) * n] = 0.0
-    future = rt._future(P, rt.device) if rt.causal else None
     unembed = rt.unembed_fn()
     targets, patterns, resids = [], [], []
     with torch.enable_grad():
@@ -105,7 +105,9 @@ def gradient_pass(rt, tokens: torch.Tensor, metric_fn, variants: int):
             qkv = torch.addmm(b, blk.ln1(resid).reshape(R * P, D), W).view(R, P, 3, H, dh)
             targets.append(qkv)
             q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [R, H, P, dh]
-            scores = q @ k.transpose(-1, -2) / attn.attn_scale
+            q, k = rotate(rt, layer, q), rotate(rt, layer, k)
+            scores = cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale)
+            future = future_mask(rt, P, rt.device, layer) if rt.causal else None
             if future is not None:
                 scores = torch.where(future, attn.IGNORE.to(scores.device), scores)
             pattern = torch.softmax(scores, dim=-1)
@@ -162,11 +164,11 @@ def patched_pattern_effects(rt, layer: int, resid: torch.Tensor, diff: torch.Ten
     S, n, P, D = diff.shape
     H = rt.n_heads
     V = pattern_grads.shape[0]
-    future = rt._future(P, rt.device) if rt.causal else None
+    future = future_mask(rt, P, rt.device, layer) if rt.causal else None
     W_Q, W_K, b_Q, b_K = attn.W_Q.detach(), attn.W_K.detach(), attn.b_Q.detach(), attn.b_K.detach()
 
     def pattern(q, k):
-        scores = q @ k.transpose(-1, -2) / attn.attn_scale
+        scores = cap_scores(rt, rotate(rt, layer, q) @ rotate(rt, layer, k).transpose(-1, -2) / attn.attn_scale)
         if future is not None:
             scores = torch.where(future, attn.IGNORE.to(scores.device), scores)
         return torch.softmax(scores, dim=-1)

@@ -28,7 +28,14 @@ Conventions (fixed, documented here and in the card):
   own masked input, as ``use_split_qkv_input`` does in TransformerLens.
 * Node masks multiply the masks of the node's outgoing edges (a node kept with weight ``n`` writes
   ``n * acts + (1 - n) * ablated`` to every destination), so node and edge masks compose.
-* Outputs are the raw model outputs ``[batch, pos, d_vocab_out]`` (numerical tasks: one unit).
+* Outputs are the raw model outputs ``[batch, pos, d_vocab_out]`` (numerical tasks: one unit),
+  soft-capped when the model caps its logits.
+* Today's architectures are cases of the same passes (docs/real-models.md): rotary embeddings
+  act on each head's queries and keys (``input`` is then the token embedding alone); with
+  grouped-query attention every query head has its own k and v input (the shared key/value
+  head's weights, as the EAP-IG library and MIB define the edges); gated MLPs, RMSNorm and
+  parallel attention and MLP are the model's own modules; a feature the passes do not run
+  (post-norms, query/key norms, ...) is refused in one line (``UnsupportedModelError``).
 * Exactness: an unpatched run (no mask, or all-ones masks without gradient) follows
   TransformerLens's own order of operations and gives bit-for-bit the outputs of
   ``HookedTransformer.forward``. A masked run sums each destination's sources in one einsum
@@ -103,7 +110,8 @@ Modules, one per concern: ``circuit_runtime`` (the facade class), ``masks`` (inp
 checks and conversion), ``clean_pass`` (unpatched runs), ``ablations`` (ablated activations),
 ``residual_pass`` (the pass without edge masks), ``masked_forward`` (``run``, ``run_masks``,
 ``edge_mask_gradient``, the einsum pass), ``input_gradients``, ``layer_norm`` (its VJP),
-``incremental`` (one node at a time), ``layers`` (the model's layers as functions), ``memory``
+``incremental`` (one node at a time), ``layers`` (the model's layers as functions),
+``attention_ops`` (rotary embeddings, soft-caps, causal and sliding-window masks), ``memory``
 (rows per pass within ``CBENCH_MEMORY_MB``), ``weights`` (b_O sums and fused q/k/v, cached or
 live) and ``run_result``. ``CircuitRuntime(model, device=...)`` (or ``CBENCH_DEVICE``) moves the
 model to that device first.

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from cbench.errors import UsageError
-from cbench.runtime.layers import add_mlp, embed, future_mask, unembed
+from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
+from cbench.runtime.layers import add_mlp, embed, unembed
 from cbench.runtime.masks import tokens_tensor
 from cbench.runtime.memory import exact_rows_per_pass
 from cbench.runtime.residual_pass import forward_resid
@@ -62,7 +63,6 @@ def plain_pass(rt: ModelState, tokens: torch.Tensor) -> RunResult:
     acts = torch.empty(rt.n_forward, B, P, D, dtype=resid.dtype, device=resid.device)
     acts[0] = resid
     f = 1
-    future = future_mask(rt, P, resid.device) if rt.causal else None
     for layer in range(rt.n_layers):
         blk = rt.model.blocks[layer]
         attn = blk.attn
@@ -70,9 +70,10 @@ def plain_pass(rt: ModelState, tokens: torch.Tensor) -> RunResult:
         d_head = W.shape[1] // (3 * H)
         qkv = torch.addmm(b, blk.ln1(resid).reshape(B * P, D), W).view(B, P, 3, H, d_head)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, P, dh]
-        scores = q @ k.transpose(-1, -2) / attn.attn_scale
-        if future is not None:
-            scores = scores.masked_fill(future, float(attn.IGNORE))
+        q, k = rotate(rt, layer, q), rotate(rt, layer, k)
+        scores = cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale)
+        if rt.causal:
+            scores = scores.masked_fill(future_mask(rt, P, resid.device, layer), float(attn.IGNORE))
         pattern = torch.softmax(scores, dim=-1)
         pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
         acts[f:f + H] = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]

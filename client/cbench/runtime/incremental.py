@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from cbench.errors import GraphError
-from cbench.runtime.layers import future_mask, mlp, unembed
+from cbench.runtime.attention_ops import head_pattern
+from cbench.runtime.layers import mlp, unembed
 from cbench.runtime.weights import slot_bias_stack
 
 if TYPE_CHECKING:
@@ -47,16 +48,7 @@ def node_output(rt: ModelState, node: str, x) -> torch.Tensor:
         q = blk.ln1(q_in) @ attn.W_Q[h] + attn.b_Q[h]
         k = blk.ln1(k_in) @ attn.W_K[h] + attn.b_K[h]
         v = blk.ln1(v_in) @ attn.W_V[h] + attn.b_V[h]
-        scores = q @ k.transpose(-1, -2) / attn.attn_scale
-        P = scores.shape[-1]
-        if rt.causal:
-            scores = scores.masked_fill(future_mask(rt, P, scores.device), float(attn.IGNORE))
-        # every row keeps at least its own position, so no row is all-masked (no NaN to clear)
-        if P < 8:  # the fused kernel is slow on very short rows; same values to float rounding
-            e = (scores - scores.amax(-1, keepdim=True)).exp_()
-            pattern = e / e.sum(-1, keepdim=True)
-        else:
-            pattern = torch.softmax(scores, dim=-1)
+        pattern = head_pattern(rt, n.layer, q, k)
         return (pattern @ v) @ attn.W_O[h]
     if n.kind == "mlp":
         module = rt.model.blocks[n.layer].mlp

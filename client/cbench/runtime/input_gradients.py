@@ -11,7 +11,8 @@ import torch
 from cbench.errors import UsageError
 from cbench.runtime.ablations import ablated_outputs
 from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
-from cbench.runtime.layers import add_mlp, embed, future_mask, mlp, unembed
+from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
+from cbench.runtime.layers import add_mlp, embed, mlp, unembed
 from cbench.runtime.masked_forward import run
 from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_tensor, tokens_tensor
 from cbench.runtime.weights import qkv_weights
@@ -114,8 +115,8 @@ def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_ste
     if block is not None:
         keep_block(resid[:n].detach()[None])
     f = 1
-    future = future_mask(rt, P, emb.device)[o:] if rt.causal else None
     for layer in range(rt.n_layers):
+        future = future_mask(rt, P, emb.device, layer)[o:] if rt.causal else None
         blk = rt.model.blocks[layer]
         attn = blk.attn
         resids.append(resid.detach())
@@ -124,11 +125,12 @@ def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_ste
         qkv = torch.addmm(b, blk.ln1(resid).reshape(B * Pm, D), W).view(B, Pm, 3, H, d_head)
         targets.append(qkv)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, Pm, dh]
+        q, k = rotate(rt, layer, q, start=o), rotate(rt, layer, k, start=o)
         if o:
             k0, v0 = first["kv"][layer]
             k = torch.cat([k0.expand(B, H, o, d_head), k], 2)
             v = torch.cat([v0.expand(B, H, o, d_head), v], 2)
-        scores = q @ k.transpose(-1, -2) / attn.attn_scale  # [B, H, Pm, P]
+        scores = cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale)  # [B, H, Pm, P]
         if future is not None:
             scores = torch.where(future, attn.IGNORE.to(scores.device), scores)
         if P < 8 and future is not None:  # short rows: the fused kernel is slow (no row is all-masked)
@@ -248,8 +250,9 @@ def first_position(rt: ModelState, resid: torch.Tensor) -> dict:
         d_head = W.shape[1] // (3 * H)
         qkv = torch.addmm(b, blk.ln1(resid).reshape(1, D), W).view(1, 1, 3, H, d_head)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
+        q, k = rotate(rt, layer, q), rotate(rt, layer, k)  # position 0: the identity, as the model
         kv.append((k, v))
-        pattern = torch.softmax(q @ k.transpose(-1, -2) / attn.attn_scale, dim=-1)
+        pattern = torch.softmax(cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale), dim=-1)
         z = pattern @ v
         acts.append(torch.einsum("nhpe,hed->hnpd", z, attn.W_O))
         attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(1, -1), attn.W_O.reshape(-1, D)).view(1, 1, D)

@@ -8,13 +8,18 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from cbench.runtime.attention_ops import cap_logits, cap_scores, future_mask, rotate
+
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
 
 
 def embed(rt: ModelState, tokens: torch.Tensor) -> torch.Tensor:
-    """The ``input`` node's output: token embedding + positional embedding ``[B, P, D]``."""
+    """The ``input`` node's output: token embedding + positional embedding ``[B, P, D]`` (the
+    token embedding alone with rotary embeddings, which act inside attention)."""
     m = rt.model
+    if rt.rotary:
+        return m.embed(tokens)
     return m.embed(tokens) + m.pos_embed(tokens)
 
 
@@ -42,11 +47,11 @@ def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = Fals
         q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
         k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
         v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V
-    scores = q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale  # [B, H, Q, K]
+    q, k = rotate(rt, layer, q, 1), rotate(rt, layer, k, 1)
+    scores = cap_scores(rt, q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale)  # [B, H, Q, K]
     if rt.causal:
         P = scores.shape[-1]
-        keep = torch.ones(P, P, dtype=torch.bool, device=scores.device).tril()
-        scores = torch.where(keep, scores, attn.IGNORE.to(scores.device))
+        scores = torch.where(~future_mask(rt, P, scores.device, layer), scores, attn.IGNORE.to(scores.device))
     pattern = torch.softmax(scores, dim=-1)
     pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
     z = pattern @ v.permute(0, 2, 1, 3)  # [B, H, P, d_head]
@@ -79,7 +84,7 @@ def unembed(rt: ModelState, x: torch.Tensor) -> torch.Tensor:
     ln = getattr(m, "ln_final", None)
     if ln is not None:
         x = ln(x)
-    return m.unembed(x)
+    return cap_logits(rt, m.unembed(x))
 
 
 def unembed_fn(rt: ModelState) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -88,19 +93,9 @@ def unembed_fn(rt: ModelState) -> Callable[[torch.Tensor], torch.Tensor]:
     :func:`unembed` itself)."""
     m = rt.model
     ln = getattr(m, "ln_final", None)
-    if rt.live_weights or (ln is not None and not isinstance(ln, torch.nn.Identity)):
+    if rt.live_weights or rt.logit_soft_cap is not None or (ln is not None and not isinstance(ln, torch.nn.Identity)):
         return partial(unembed, rt)
     if type(m.unembed).__name__ == "Unembed" and type(m.unembed).forward.__module__.startswith("transformer_lens"):
         W, b = m.unembed.W_U.T.contiguous(), m.unembed.b_U
         return lambda x: torch.nn.functional.linear(x, W, b)
     return partial(unembed, rt)
-
-
-def future_mask(rt: ModelState, P: int, device) -> torch.Tensor:
-    """``[P, P]`` bool, True above the diagonal (the positions a causal head cannot see)."""
-    cache = rt._future_cache
-    key = (P, str(device))
-    if key not in cache:
-        with torch.inference_mode(False):  # usable by autograd passes later too
-            cache[key] = torch.ones(P, P, dtype=torch.bool, device=device).triu(1)
-    return cache[key]

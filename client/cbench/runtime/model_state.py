@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from cbench.errors import GraphError
+from cbench.errors import GraphError, UnsupportedModelError
 from cbench.graph.graph import Graph
 
 
@@ -21,19 +21,49 @@ def _model_of(model_or_artifact):
     return model_or_artifact
 
 
+def _on(value) -> bool:
+    return value is not None and value is not False and not (isinstance(value, (int, float)) and value <= 0)
+
+
+# (config field, test of its value, the feature named in the message): what the runtime refuses
+_UNSUPPORTED = (
+    ("positional_embedding_type", lambda v: v not in ("standard", "rotary"),
+     "{v!r} positional embeddings (the runtime runs absolute and rotary ones)"),
+    ("use_normalization_before_and_after", bool,
+     "post-normalization of attention and MLP outputs (Gemma-2's ln1_post/ln2_post): the heads' "
+     "outputs no longer add up in the residual stream"),
+    ("original_architecture", lambda v: v in ("Olmo2ForCausalLM", "Olmo3ForCausalLM"),
+     "post-norm blocks ({v})"),
+    ("use_qk_norm", bool, "query/key normalization"),
+    ("use_attention_sinks", bool, "attention sinks"),
+    ("clip_qkv", _on, "clipping of queries, keys and values"),
+    ("use_logn_attn", bool, "log-n attention scaling"),
+    ("use_dynamic_ntk_rope", bool, "dynamic NTK rotary scaling"),
+    ("use_yarn_rope", bool, "YaRN rotary scaling"),
+    ("post_embedding_ln", bool, "a layer norm after the embedding"),
+    ("num_experts", _on, "mixture-of-experts MLPs"),
+    ("load_in_4bit", bool, "4-bit quantized weights"),
+)
+
+
+def unsupported_feature(cfg) -> str | None:
+    """The first architecture feature of ``cfg`` the runtime does not run, named, or None."""
+    for field, test, what in _UNSUPPORTED:
+        v = getattr(cfg, field, None)
+        if v is not None and test(v):
+            return what.format(v=v)
+    return None
+
+
 def _check_supported(cfg) -> None:
-    """One clear GraphError for a model architecture the runtime does not run."""
-    if getattr(cfg, "positional_embedding_type", "standard") not in ("standard",):
-        raise GraphError(f"the runtime supports absolute positional embeddings only "
-                         f"(this model has {cfg.positional_embedding_type!r})")
-    if getattr(cfg, "n_key_value_heads", None) not in (None, cfg.n_heads):
-        raise GraphError("the runtime does not support grouped-query attention")
-    if getattr(cfg, "gated_mlp", False):
-        raise GraphError("the runtime does not support gated MLPs")
-    if getattr(cfg, "attn_scores_soft_cap", -1.0) not in (-1.0, None) and cfg.attn_scores_soft_cap > 0:
-        raise GraphError("the runtime does not support attention soft-capping")
-    if getattr(cfg, "use_normalization_before_and_after", False):
-        raise GraphError("the runtime does not support post-normalization")
+    """One clear GraphError naming the architecture feature the runtime does not run."""
+    what = unsupported_feature(cfg)
+    if what is not None:
+        raise UnsupportedModelError(f"the runtime does not support {what}")
+
+
+def _cap(value) -> float | None:
+    return float(value) if value is not None and value > 0 else None
 
 
 def select_device(device: str | torch.device | None) -> torch.device | None:
@@ -100,6 +130,14 @@ class ModelState:
         self.has_mlp = g.has_mlp
         self.parallel = g.parallel_attn_mlp
         self.causal = getattr(cfg, "attention_dir", "causal") == "causal"
+        self.rotary = getattr(cfg, "positional_embedding_type", "standard") == "rotary"
+        self.attn_soft_cap = _cap(getattr(cfg, "attn_scores_soft_cap", None))
+        self.logit_soft_cap = _cap(getattr(cfg, "output_logits_soft_cap", None))
+        # per layer, its sliding window (local attention) or None; [] when no layer is local
+        self.windows = [getattr(blk.attn, "attn_type", "global") == "local" and cfg.window_size or None
+                        for blk in model.blocks]
+        if not any(self.windows):
+            self.windows = []
         self.d_model = cfg.d_model
         self.per_layer_fwd = self.n_heads + (1 if self.has_mlp else 0)
         self.per_layer_bwd = 3 * self.n_heads + (1 if self.has_mlp else 0)
