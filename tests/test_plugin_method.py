@@ -83,7 +83,8 @@ def test_discover_runs_an_installed_method_with_its_own_hyperparameters(on_path,
     assert code == 0, err
     doc = json.loads(out)
     assert doc["method"] == {"name": "theirs", "hyperparameters": {"scale": 2.0, "ablation": "resample",
-                                                                   "rel_threshold": 0.05, "metric": "ce"}}
+                                                                   "rel_threshold": 0.05, "metric": "ce"},
+                             "details": {"dtype": "float32"}}  # what its scores' resolution follows from
     code, out, err = _run(capsys, ["discover", str(root / "toy"), "--method", "theirs-class", "--ablation", "mean",
                                    "--sampled", "--n-examples", "12"])
     assert code == 2 and "theirs-class ablates nothing" in err

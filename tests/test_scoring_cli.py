@@ -343,3 +343,20 @@ def test_a_case_name_is_not_shadowed_by_a_folder_of_that_name(tmp_path, monkeypa
         assert label == "3" and (art.path / "meta.json").is_file() and art.path != tmp_path / name
     with pytest.raises(CbenchError):
         _resolve("./case-3")  # a path is still taken as the directory it names
+
+
+def test_a_bench_that_scores_nothing_writes_nothing(tmp_path, monkeypatch):
+    """`cbench bench --cases 999 --out o/p` exited 1 but left o/p/table.md; now the directories it
+    created are taken back and nothing is written."""
+    from cbench.errors import CbenchError
+    from cbench.scoring.bench import run_bench
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep").mkdir()
+    with pytest.raises(CbenchError, match="no case could be scored"):
+        run_bench("999", "random", "o/p", echo=lambda s: None)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(CbenchError, match="no case could be scored"):
+        run_bench("999", "random", "keep", echo=lambda s: None)
+    assert (tmp_path / "keep").is_dir() and list((tmp_path / "keep").iterdir()) == []  # the user's folder stays

@@ -148,15 +148,32 @@ def output_tree(path: str | os.PathLike, option: str = "--out") -> Path:
     return p
 
 
+def missing_directories(path: str | os.PathLike) -> list[Path]:
+    """The directories of ``path`` (itself included) that do not exist yet, deepest first: what
+    :func:`make_output_directory` creates, and what :func:`remove_empty_directories` may take back."""
+    missing = []
+    above = Path(os.path.abspath(path))
+    while not above.exists() and above != above.parent:
+        missing.append(above)
+        above = above.parent
+    return missing
+
+
+def remove_empty_directories(dirs) -> None:
+    """Remove each of ``dirs`` (deepest first) that is an empty directory: a command that created
+    its output directory and then wrote nothing leaves nothing behind."""
+    for d in dirs:
+        try:
+            Path(d).rmdir()
+        except OSError:
+            return
+
+
 def make_output_directory(path: str | os.PathLike, option: str = "--out", echo=None) -> Path:
     """Create the output directory ``path`` checked by :func:`output_directory` and its missing
     parents, telling ``echo`` which directories it created (none when they all existed)."""
     p = Path(path)
-    missing = []
-    above = Path(os.path.abspath(p))
-    while not above.exists() and above != above.parent:
-        missing.append(above)
-        above = above.parent
+    missing = missing_directories(p)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

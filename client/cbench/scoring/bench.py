@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 
 from cbench.errors import CbenchError, UsageError
-from cbench.files.safe_io import make_output_directory
+from cbench.files.safe_io import make_output_directory, missing_directories, remove_empty_directories
 from cbench.scoring.bench_summary import (
     PUBLISHED,
     RANDOM_SEEDS,
@@ -345,6 +345,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
 
     t0 = time.perf_counter()
     case_list, method_list = _parse_cases(cases), _parse_methods(methods)
+    created = missing_directories(out_dir)  # taken back when nothing could be scored
     out = make_output_directory(out_dir, "--out", echo=lambda s: print(s, file=sys.stderr))
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol)
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
@@ -471,9 +472,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     rocs = {c: rocs[c] for c in sorted(rocs, key=_case_key)}
     stats = _method_stats(auroc, method_list)
     timings = {c: timings[c] for c in sorted(timings, key=_case_key)}
-    if not auroc:
-        (out / "table.md").write_text(_markdown(auroc, node_auroc, method_list, stats, time.perf_counter() - t0,
-                                                kinds, timings, promoted, signal))
+    if not auroc:  # nothing written (a directory this run created and left empty is removed)
+        remove_empty_directories(created)
         raise CbenchError("no case could be scored: " + "; ".join(
             f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
     plots = _plots(out, auroc, rocs, method_list)
