@@ -14,12 +14,10 @@ from pathlib import Path
 
 import click
 
-from cbench.cli.options import FiniteFloatRange, check_not_empty, check_out
+from cbench.cli.options import SEED_TYPE, FiniteFloatRange, check_not_empty, check_out
 from cbench.errors import UsageError
 from cbench.find.limits import BOUNDS, Limits
 
-#: seeds of the black boxes' noise (numpy's legacy seed range, which every generator takes)
-SEED_RANGE = click.IntRange(0, 2 ** 32 - 1)
 #: --limit of find baseline: a number of functions
 MAX_FUNCTIONS = 1_000_000
 
@@ -61,7 +59,7 @@ def list_cmd(config, suite_dir, revision, as_json):
 @find.command("call", context_settings={"ignore_unknown_options": True})
 @click.argument("function_id")
 @click.argument("inputs", nargs=-1, type=click.UNPROCESSED)
-@click.option("--seed", type=SEED_RANGE, default=None, help="seed the per-call noise (default: fresh noise)")
+@click.option("--seed", type=SEED_TYPE, default=None, help="seed the per-call noise (default: fresh noise)")
 @click.option("--json", "as_json", is_flag=True, help="print a JSON list of [input, output] pairs")
 @_SUITE
 @_REVISION
@@ -127,7 +125,7 @@ def score_cmd(submissions, out, all_functions, wall_s, cpu_s, memory_mb, as_json
 @click.option("--ids", default=None, help="comma-separated function ids")
 @click.option("--limit", type=click.IntRange(1, MAX_FUNCTIONS), default=None,
               help="only the first N functions (after --config/--ids)")
-@click.option("--seed", type=SEED_RANGE, default=0, show_default=True, help="seeds the black boxes' noise")
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True, help="seeds the black boxes' noise")
 @_SUITE
 @_REVISION
 def baseline_cmd(out, config, ids, limit, seed, suite_dir, revision):
