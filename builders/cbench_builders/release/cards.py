@@ -275,7 +275,8 @@ def _duplicated_metrics(front: dict) -> bool:
     return False
 
 
-def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None) -> tuple[str, list[str]]:
+def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None,
+                 bridge_problem: str | None = None) -> tuple[str, list[str]]:
     """``text`` (a released model card) in today's form, and what changed (empty: already so):
     the model-index rebuilt from ``meta.json`` with each metric once, and the loading section
     re-rendered when its 4.x block does not run alone or its example input is not the one
@@ -309,6 +310,11 @@ def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None) ->
             if old_example and old_example[0] != example_input(meta, prompt):
                 what.append(f"the example input is {example_input(meta, prompt)!r} (it was {old_example[0]!r})")
             changes.append("; ".join(what))
+    elif meta.get("input_tokens"):  # a card without the section
+        new = loading_section(meta, repo, bridge_problem, prompt)
+        i = body.find("\n## Limitations")
+        body = (body[:i + 1] + new + "\n\n" + body[i + 1:]) if i >= 0 else body.rstrip("\n") + "\n\n" + new + "\n"
+        changes.append("a \"Load without cbench\" section: the model with plain TransformerLens 3.x and 4.x")
     if not changes:
         return text, []
     return f"---\n{front_text.rstrip()}\n---\n{body}", changes

@@ -77,14 +77,15 @@ def example_prompt(zoo: Path, meta: dict) -> str | None:
     return rows[0]["prompt"] if rows else None
 
 
-def refresh_card_file(art: Path, repo: str, prompt: str | None) -> list[str]:
+def refresh_card_file(art: Path, repo: str, prompt: str | None, bridge_problem: str | None = None) -> list[str]:
     """Bring the artifact's card to today's form in place (:func:`cards.refresh_card`); what changed."""
     from cbench_builders.release.cards import refresh_card
 
     path = art / "README.md"
     if not path.is_file():
         return []
-    text, changes = refresh_card(path.read_text(encoding="utf-8"), _read(art / "meta.json"), repo, prompt)
+    text, changes = refresh_card(path.read_text(encoding="utf-8"), _read(art / "meta.json"), repo, prompt,
+                                 bridge_problem)
     if changes:
         path.write_text(text, encoding="utf-8")
     return changes
@@ -206,7 +207,7 @@ def rerelease_one(src: Path, parent: Path, zoo: Path | None = None) -> tuple[str
             up = upgrade_dir(art)
             up.where = art.relative_to(tmp).as_posix() if art != tmp else ""
             prompt = example_prompt(zoo, _read(art / "meta.json")) if zoo is not None else None
-            up.card_changes = refresh_card_file(art, repo, prompt)
+            up.card_changes = refresh_card_file(art, repo, prompt, up.bridge_problem)
             ups.append(up)
         if not any(u.changes or u.card_changes for u in ups):
             return None
