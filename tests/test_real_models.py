@@ -267,3 +267,39 @@ def test_an_unsupported_feature_is_one_line_naming_it(case):
     msg = str(info.value)
     assert words in msg and "\n" not in msg and msg.startswith("the runtime does not support")
     assert info.value.exit_code == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here")
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_cuda_runs_give_the_cpu_scores(family):
+    model = family_model(family, seed=3)
+    data = _data()
+    cpu = {m: discover(CircuitRuntime(model), data, m, {"steps": 2} if "ig" in m else {}, progress=False).scores
+           for m in ("eap", "eap-ig-inputs", "activation-patching")}
+    gpu_rt = CircuitRuntime(copy.deepcopy(model), device="cuda")
+    with torch.no_grad():
+        assert (gpu_rt.clean(data.base).cpu() - model(data.base)).abs().max() <= 1e-4
+    for m, want in cpu.items():
+        got = discover(gpu_rt, data, m, {"steps": 2} if "ig" in m else {}, progress=False).scores
+        _close(got, want, 1e-4)
+
+
+def _ranks(x):
+    return np.argsort(np.argsort(x)).astype(float)
+
+
+@pytest.mark.parametrize("family", ["pythia", "llama3.1"])
+def test_bfloat16_scores_track_float32(family):
+    """--dtype bfloat16: the same model's EAP-IG scores in bf16 against float32 (measured in
+    docs/real-models.md); here the rank correlation of |score| must stay above 0.98."""
+    from cbench.artifacts.pretrained import load_model
+
+    model = family_model(family, seed=3)
+    data = _data(n=16, p=9)
+    f32 = discover(CircuitRuntime(model), data, "eap-ig-inputs", {"steps": 5}, progress=False).scores
+    bf = load_model(copy.deepcopy(model), dtype="bfloat16")
+    assert next(bf.parameters()).dtype == torch.bfloat16
+    b16 = discover(CircuitRuntime(bf), data, "eap-ig-inputs", {"steps": 5}, progress=False).scores
+    a, b = np.abs(np.asarray(f32)), np.abs(np.asarray(b16))
+    assert np.corrcoef(_ranks(a), _ranks(b))[0, 1] > 0.98
+    assert not np.array_equal(a, b)  # bf16 arithmetic did happen

@@ -79,6 +79,7 @@ __all__ = [
     "config_to_json",
     "config_from_json",
     "build_model",
+    "from_hf_model",
     "enable_edge_hooks",
     "model_state_dict",
     "model_config_json",
@@ -322,6 +323,31 @@ def build_model(
     model.eval()
     enable_edge_hooks(model)
     return model
+
+
+def from_hf_model(source: str, hf_model, tokenizer=None, dtype: torch.dtype = torch.float32,
+                  cfg_dict: Mapping[str, Any] | None = None) -> HookedTransformer:
+    """A ``HookedTransformer`` from a ``transformers`` causal LM and its checkpoint directory or
+    hub name ``source`` (the config is converted by TransformerLens's own
+    ``get_pretrained_model_config``, the weights by ``get_pretrained_state_dict``), with no
+    weight processing (no folded norms, no centring: the model computes what the checkpoint
+    does), on CPU, in eval mode, with :func:`enable_edge_hooks`. ``cfg_dict``: the config
+    instead, for architectures whose conversion TransformerLens 3.9 keys on hub names only."""
+    from transformer_lens import loading_from_pretrained as loading
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if cfg_dict is not None:
+            cfg = HookedTransformerConfig(**dict(cfg_dict, device="cpu", dtype=dtype, init_weights=False))
+        else:
+            cfg = loading.get_pretrained_model_config(source, fold_ln=False, device="cpu", dtype=dtype)
+        state_dict = loading.get_pretrained_state_dict(source, cfg, hf_model, dtype=dtype)
+        model = HookedTransformer(cfg, tokenizer, move_to_device=False)
+        model.load_and_process_state_dict(state_dict, fold_ln=False, center_writing_weights=False,
+                                          center_unembed=False, fold_value_biases=False,
+                                          refactor_factored_attn_matrices=False)
+    model.eval()
+    return enable_edge_hooks(model)
 
 
 def attach_tokenizer(model: HookedTransformer, tokenizer, bos: str, pad: str | None = None,

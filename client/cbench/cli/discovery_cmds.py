@@ -72,9 +72,18 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 
 
 @click.command()
-@click.argument("case")
+@click.argument("case", required=False)
 @click.option("--method", "-m", required=True, type=METHOD_CHOICE, help="the discovery method")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
+@click.option("--model", "model", default=None, metavar="NAME_OR_DIR",
+              help="instead of CASE: a real model, a Hugging Face checkpoint directory or hub name "
+                   "(offline as HF_HUB_OFFLINE says; docs/real-models.md), with --data")
+@click.option("--data", "data_csv", default=None, metavar="PAIRS.csv",
+              help="with --model: the pairs, in the EAP-IG library's CSV layout (clean, corrupted[, correct_idx, "
+                   "incorrect_idx])")
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True,
+              help="with --model: the weights' dtype")
+@click.option("--device", default=None, metavar="DEVICE", help="with --model: cpu, cuda, cuda:N or auto")
 @split_option()
 @n_examples_option(help="number of input pairs [default: the smallest that keeps the method's scores stable "
                         "(docs/performance.md): activation-patching 500, acdc 1000; other methods: the whole split]")
@@ -93,17 +102,30 @@ def _data_for(art, split, n_examples, seed, use_dataset):
               help="cbench: the method as its paper defines it; mib: as MIB's reference code runs it (nap, nap-ig, "
                    "ifr, ugs; docs/mib-parity.md)")
 def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet,
-             protocol="cbench"):
-    """Run a circuit-discovery METHOD on CASE and write its edge scores (cbench/edge-scores/v1)."""
+             protocol="cbench", model=None, data_csv=None, dtype="float32", device=None):
+    """Run a circuit-discovery METHOD on CASE (or a real --model) and write its edge scores
+    (cbench/edge-scores/v1)."""
     from cbench.api.discovering import discovery_hyperparameters, run_discovery
     from cbench.api.inputs import COMMAND_SPELLING
 
+    if (case is None) == (model is None):
+        raise UsageError("give a CASE or --model NAME_OR_DIR (one of them)")
+    if model is None and (data_csv or device or dtype != "float32"):
+        raise UsageError("--data, --dtype and --device go with --model")
     hp = discovery_hyperparameters(method, _parse_params(params), ablation=ablation, seed=seed, protocol=protocol,
                                    spelling=COMMAND_SPELLING)
-    art, model_ref = resolve_case(case)
     use_cpu_threads()
-    run = run_discovery(art, model_ref, method, hp, metric, split=split, n_examples=n_examples, seed=seed,
-                        sampled=sampled, progress=not (quiet or as_json))
+    if model is not None:  # a real model (cbench.api.real_models)
+        from cbench.api.real_models import model_label, run_model_discovery
+
+        run = run_model_discovery(model, data_csv, method, hp, metric, dtype=dtype, device=device,
+                                  n_examples=n_examples, progress=not (quiet or as_json))
+        label = model_label(model)
+    else:
+        art, model_ref = resolve_case(case)
+        run = run_discovery(art, model_ref, method, hp, metric, split=split, n_examples=n_examples, seed=seed,
+                            sampled=sampled, progress=not (quiet or as_json))
+        label = art.case
     result, data = run.result, run.data
     o = Output(as_json, out)
     if o.wants_document:
@@ -113,7 +135,7 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
                + (f" -> {out}" if out not in (None, STDOUT) else ""))
     else:
         top = sorted(result.edge_scores().items(), key=lambda kv: -abs(kv[1]))[:10]
-        click.echo(f"{method} on {art.case} ({result.metric}, {data.n_examples} examples, {data.split}): "
+        click.echo(f"{method} on {label} ({result.metric}, {data.n_examples} examples, {data.split}): "
                    f"{int(result.in_graph.sum())} of {run.n_edges} edges in the circuit, {result.runtime_s:.2f} s")
         for name, score in top:
             click.echo(f"  {score:+.5f}  {name}")

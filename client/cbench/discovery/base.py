@@ -309,7 +309,7 @@ def circuit_from_scores(scores: np.ndarray, top_n: int | None, rel_threshold: fl
 
 def finish(ctx: Context, method: str, params: dict, scores, in_graph=None, t0: float | None = None,
            node_scores=None, extra=None) -> DiscoveryResult:
-    scores = np.asarray(scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else scores,
+    scores = np.asarray(scores.detach().double().cpu().numpy() if isinstance(scores, torch.Tensor) else scores,
                         dtype=np.float64)
     scores = np.where(np.isfinite(scores), scores, 0.0)
     if in_graph is None:
