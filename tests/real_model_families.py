@@ -75,3 +75,15 @@ def tokens(n: int, p: int, d_vocab: int = 40, seed: int = 0) -> torch.Tensor:
     t = torch.randint(1, d_vocab, (n, p), generator=gen)
     t[:, 0] = 0
     return t
+
+
+# the published widths (heads, head and MLP widths, key/value heads, rotary_dim) with one layer and
+# a small vocabulary: GPT-2 small, Pythia-160m, Qwen-2.5-0.5B, Llama-3.1-8B, Gemma-2-2B
+FULL_WIDTH = {
+    "gpt2": dict(d_model=768, d_head=64, n_heads=12, d_mlp=3072),
+    "pythia": dict(d_model=768, d_head=64, n_heads=12, d_mlp=3072, rotary_dim=16),
+    "qwen2.5": dict(d_model=896, d_head=64, n_heads=14, n_key_value_heads=2, d_mlp=4864, rotary_dim=64),
+    "llama3.1": dict(d_model=4096, d_head=128, n_heads=32, n_key_value_heads=8, d_mlp=14336, rotary_dim=128),
+    "gemma2": dict(d_model=2304, d_head=256, n_heads=8, n_key_value_heads=4, d_mlp=9216, rotary_dim=256,
+                   attn_scores_soft_cap=50.0, output_logits_soft_cap=30.0, window_size=4),
+}

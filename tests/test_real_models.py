@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hook_reference import (hooked_patched_run, node_output_caches, reference_acdc,  # noqa: E402
                             reference_eap_ig_inputs, reference_nap)
-from real_model_families import FAMILIES, family_model, tokens  # noqa: E402
+from real_model_families import FAMILIES, FULL_WIDTH, family_model, tokens  # noqa: E402
 
 from cbench.artifacts import transformer_lens_adapter as tla  # noqa: E402
 from cbench.discovery import discover  # noqa: E402
@@ -303,3 +303,24 @@ def test_bfloat16_scores_track_float32(family):
     a, b = np.abs(np.asarray(f32)), np.abs(np.asarray(b16))
     assert np.corrcoef(_ranks(a), _ranks(b))[0, 1] > 0.98
     assert not np.array_equal(a, b)  # bf16 arithmetic did happen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FULL_WIDTH))
+def test_full_width_layer_equals_transformer_lens_and_hooks(family):
+    """One layer at the published width of each family (slow suite): the unpatched pass, a random
+    mask and EAP against TransformerLens and the hook references, the tolerances above."""
+    model = family_model(family, seed=3, n_layers=1, attn_types=["local"], **FULL_WIDTH[family])
+    rt = CircuitRuntime(model)
+    data = _data(n=2, p=6)
+    with torch.no_grad():
+        ref = model(data.base)
+    assert torch.equal(rt.clean(data.base), ref)
+    mask = torch.rand(rt.n_edges, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = hooked_patched_run(model, data.base, node_output_caches(model, data.source),
+                                  {e.name: float(mask[e.index]) for e in rt.graph.edges})
+    assert (rt.run(data.base, data.source, edge_mask=mask).output - want).abs().max() <= 1e-4
+    eap = discover(rt, data, "eap", {}, progress=False)
+    metric = prepare(rt, data, "eap").metric
+    _close(eap.scores, _as_array(rt.graph, _eap_reference(model, data.base, data.source, metric)), 1e-4)
