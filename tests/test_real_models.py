@@ -324,3 +324,24 @@ def test_full_width_layer_equals_transformer_lens_and_hooks(family):
     eap = discover(rt, data, "eap", {}, progress=False)
     metric = prepare(rt, data, "eap").metric
     _close(eap.scores, _as_array(rt.graph, _eap_reference(model, data.base, data.source, metric)), 1e-4)
+
+
+@pytest.mark.parametrize("family", ["pythia", "qwen2.5", "gemma2"])
+def test_optimal_ablation_losses_equal_hooks(family, tmp_path, monkeypatch):
+    """Optimal ablation's pass (every node replaced by a vector) against one hooked run per node."""
+    from hook_reference import reference_node_replacement_loss
+
+    from cbench.runtime import optimal_ablation as oa
+    from cbench.tasks.metrics import make_metric
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path))
+    model = family_model(family, seed=3)
+    rt = CircuitRuntime(model)
+    data = _data()
+    loss = make_metric("ce", "categorical", clean_outputs=rt.clean(data.base), valid=data.valid)
+    init = rt.node_outputs(data.base).mean((1, 2))
+    with torch.no_grad():
+        ours = oa.node_losses(rt, data.base, init, loss)
+    for f, node in enumerate(rt.graph.forward_nodes):
+        want = reference_node_replacement_loss(model, data.base, node, init[f], loss)
+        assert float(ours[f]) == pytest.approx(want, abs=1e-5)
