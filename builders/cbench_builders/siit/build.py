@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import click
-import torch
 
 import cbench
 from cbench.cli.executor_opts import executor_options
@@ -30,7 +29,6 @@ from cbench.cli.options import (MAX_COUNT, MAX_EXAMPLES, MAX_SECONDS, MAX_WEIGHT
                                 floats)
 from cbench.errors import BuildError, CbenchError, UsageError
 from cbench.tasks.labels import NONE_LABEL
-from cbench.verify.gates import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
 
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
@@ -84,6 +82,8 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
     from :func:`cbench.scoring.ablation.node_effects`, averaged over the length buckets of ``pairs``
     (weighted by the number of pairs). ``labels[i]`` are the high-level labels of ``pairs[i]``'s
     bases (``[B, P-1]``)."""
+    import torch
+
     from cbench.scoring.ablation import node_effects
     from cbench.tasks.data import TaskData
     from cbench.tasks.labels import NO_CLASS
@@ -121,6 +121,9 @@ def verify_node_effects(model, pairs, labels, task_type: str, circuit_nodes: set
 def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, overrides: dict | None = None,
                progress: bool = True, keep_failed: bool = False, failed_dir: Path | None = None,
                log=None, gate_pairs: int | None = None, checkpoint_dir: Path | None = None) -> SIITOutcome:
+    import torch
+
+    from cbench.verify.gates import MAX_COMPLEMENT_EFFECT, MIN_EDGE_CHANGED, MIN_ORACLE_AUROC
     from cbench.artifacts.model import read_model_artifact, write_model_artifact
     from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
     from cbench_builders.cases.specs import load_case
@@ -310,6 +313,8 @@ def train_task(task: SIITTask) -> SIITOutcome:
 def _none_class(hl_model, meta: dict, data, low_level: dict) -> int | None:
     """The extra output class of RASP ``None`` for a categorical case whose Tracr model gives no
     class somewhere on the training inputs (``low_level: {"none_class": false}`` turns it off)."""
+    import torch
+
     from cbench.tasks.labels import NO_CLASS, high_level_classes
     from cbench_builders.siit.interchange import ComponentForward
 
@@ -325,6 +330,8 @@ def _release_gates(case: str, model, meta: dict, circuit: dict, corr: dict, hl_m
     """Every gate of ``cbench verify`` on its own pair sets (:func:`cbench.verify.artifact.verification_sets`:
     the counterfactuals validation split and the fresh pairs, at verify's count and seed unless
     ``n_pairs`` says otherwise), at verify's thread count."""
+    import torch
+
     from cbench.runtime.threads import use_cpu_threads
     from cbench.verify.artifact import VERIFY_PAIRS, verification_sets
     from cbench.verify.gates import verify_model

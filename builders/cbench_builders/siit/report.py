@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-import torch
 
 from cbench.cli.options import MAX_EXAMPLES, check_out, counts
 from cbench.errors import BuildError
@@ -42,6 +41,8 @@ class ModelEffects:
 
 def model_effects(path: Path, n_pairs: int = REPORT_PAIRS) -> ModelEffects:
     """Node effects of the model artifact at ``path`` on seeded validation pairs."""
+    import torch
+
     from cbench.artifacts.model import read_model_artifact
     from cbench.tasks.labels import high_level_classes
     from cbench_builders.siit.build import verify_node_effects

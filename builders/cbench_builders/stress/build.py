@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cbench.cli.options import check_out_tree
 from cbench.errors import BuildError, UsageError
-from cbench_builders.stress.designs import StressDesign
-from cbench_builders.stress.registry import DESIGNS
+if TYPE_CHECKING:  # the designs import torch; `cbench build stress --help` must not
+    from cbench_builders.stress.designs import StressDesign
 
 SEED = 20261126  # the fresh pairs the build's gates use (cbench verify draws its own)
 
@@ -108,6 +109,7 @@ def build_stress_cmd(out_dir: Path, only: str | None, n_pairs: int, overwrite: b
     """Build the stress tier: hand-set models that plant one mechanism each, written only when
     their node, edge and mechanism gates hold."""
     from cbench.runtime.threads import use_cpu_threads
+    from cbench_builders.stress.registry import DESIGNS
 
     use_cpu_threads()
     names = list(DESIGNS) if only is None else [s.strip() for s in only.split(",") if s.strip()]

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import numpy as np
-import pyarrow as pa
-import torch
 
 from cbench.cli.options import check_out_tree
 from cbench.errors import UsageError
 from cbench_builders.stress.build import meta_of
-from cbench_builders.stress.registry import DESIGNS
+
+if TYPE_CHECKING:  # numpy, pyarrow and the designs (torch) are imported where used: --help needs none
+    import numpy as np
+    import pyarrow as pa
+    import torch
 
 REPO = "cbench/stress-counterfactuals"
 SPLITS = ("train", "validation", "test")
@@ -35,12 +37,18 @@ def data_file(name: str, split: str) -> str:
 
 
 def _answers(model, ids: torch.Tensor) -> np.ndarray:
+    import numpy as np
+    import torch
+
     with torch.no_grad():
         return model(ids)[:, 1:].argmax(-1).numpy().astype(np.int8)
 
 
 def split_table(model, meta: dict, split: str, rows: int = ROWS) -> pa.Table:
     """One split's rows: the tokens (BOS left out), the ids (BOS first) and the model's answers."""
+    import numpy as np
+    import pyarrow as pa
+
     from cbench.tasks.stress import stress_pairs
 
     data = stress_pairs(meta, split, rows)
@@ -65,6 +73,7 @@ def build_stress_dataset(out: Path, names: list[str], rows: int = ROWS, echo=cli
     """Write every model's three splits and the card into ``out``; returns the card's path."""
     from cbench_builders.release.cards import render_card, size_category
     from cbench_builders.release.parquet import write_parquet
+    from cbench_builders.stress.registry import DESIGNS
 
     configs = []
     for i, name in enumerate(names, 1):
@@ -92,6 +101,8 @@ def build_stress_dataset(out: Path, names: list[str], rows: int = ROWS, echo=cli
 @click.option("--rows", default=ROWS, show_default=True, type=click.IntRange(10, 100_000), help="pairs per split")
 def build_stress_dataset_cmd(out_dir: Path, only: str | None, rows: int):
     """Write the stress tier's counterfactual pairs as a Hugging Face dataset, one config per model."""
+    from cbench_builders.stress.registry import DESIGNS
+
     names = list(DESIGNS) if only is None else [s.strip().removeprefix("stress-") for s in only.split(",") if s.strip()]
     unknown = [n for n in names if n not in DESIGNS]
     if not names or unknown:

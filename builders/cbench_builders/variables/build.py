@@ -16,13 +16,14 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import torch
 from cbench.cli.options import check_out_tree
 from cbench.errors import BuildError, UsageError
 
-from cbench_builders.variables.designs import DESIGN_NAMES, Design, design
+if TYPE_CHECKING:  # the designs import torch; `cbench build variables --help` must not
+    from cbench_builders.variables.designs import Design
 
 SAE_SEED = 0
 SAE_TRAIN_PAIRS = 2048
@@ -76,6 +77,8 @@ def circuit_of(d: Design, graph) -> dict:
 def train_saes(model, meta: dict) -> tuple[dict, dict]:
     """One SAE per candidate location's hidden vector (nodes and residual layers), trained on the
     vectors of the train split's inputs at every position."""
+    import torch
+
     from cbench.localization.pyvene_adapter import collect
     from cbench.localization.sae import site_key, train_sae
     from cbench.localization.variables import candidate_locations, parse_location
@@ -139,6 +142,7 @@ def build_variables_cmd(out_dir: Path, only: str | None, n_pairs: int, overwrite
     """Build the variables tier: hand-set models whose causal variables share components, sit in
     a rotated basis or are spread over components, written only when their gates hold."""
     from cbench.runtime.threads import use_cpu_threads
+    from cbench_builders.variables.designs import DESIGN_NAMES, design
 
     use_cpu_threads()
     names = list(DESIGN_NAMES) if only is None else [s.strip() for s in only.split(",") if s.strip()]

@@ -1,8 +1,9 @@
 """``click.Choice`` types read from cbench's registries, so ``--help`` lists the values, a typo
 gets click's usage error (exit 2), and shell completion offers them.
 
-The values are read when click first needs them (the registries import torch for metrics), so
-a method added to :data:`cbench.discovery.METHODS` is offered without touching the CLI.
+The values are read when click first needs them, from registries that do not import torch (every
+``--help`` must answer without it; tests/test_help_fast.py), so a method added to
+:data:`cbench.discovery.METHODS` is offered without touching the CLI.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def _methods():
 
 
 def _metrics():
-    from cbench.tasks.metrics import METRICS
+    from cbench.tasks.metric_names import METRICS  # not tasks.metrics: --help must not import torch
 
     return METRICS
 

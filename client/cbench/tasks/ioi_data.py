@@ -17,12 +17,12 @@ counterfactual), which its logit-difference metric reads at the last position. A
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from cbench.errors import UsageError
-from cbench.tasks.data import TaskData
+
+if TYPE_CHECKING:  # tasks.data imports torch; `cbench build datasets --help` reads COUNTERFACTUALS
+    from cbench.tasks.data import TaskData
 
 DATASET = "ioi"
 # the dataset's counterfactual columns that keep the task (the builders' list adds abc_counterfactual,
@@ -77,6 +77,10 @@ def answer_pair(row: Mapping, meta: Mapping, i: int = 0) -> tuple[int, int]:
 def pairs_from_rows(rows: Sequence[Mapping], meta: Mapping, counterfactuals: Sequence[str] = COUNTERFACTUALS,
                     split: str = "validation", dataset: str | None = None, revision: str | None = None) -> TaskData:
     """TaskData of (prompt, counterfactual prompt) pairs, one per row and counterfactual column."""
+    import torch
+
+    from cbench.tasks.data import TaskData
+
     bases, sources, answers = [], [], []
     for i, r in enumerate(rows):
         b = encode(r["prompt"], meta)

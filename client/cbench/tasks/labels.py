@@ -9,7 +9,10 @@ Tracr model's classes (``meta.json``'s ``none_class``).
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no import of torch here: `cbench build --help` reads these constants
+    import torch
 
 NO_CLASS = -100  # the label of a position without a class (cross_entropy's ignore_index)
 TIE_GAP = 1e-3  # a categorical output whose top two logits are closer than this has no class

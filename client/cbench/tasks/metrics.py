@@ -29,9 +29,8 @@ from typing import Callable
 import torch
 
 from cbench.errors import UsageError
+from cbench.tasks.metric_names import METRICS, TASK_TYPES  # the names without torch, for --help
 
-METRICS = ("kl", "l2", "ce", "mae", "mse", "logit_diff")
-TASK_TYPES = ("categorical", "numerical")
 _CATEGORICAL_ONLY = {"kl", "ce", "logit_diff"}
 _NUMERICAL_ONLY = {"l2", "mae", "mse"}
 
