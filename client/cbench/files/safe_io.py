@@ -85,14 +85,9 @@ def check_writable(directory: str | os.PathLike, option: str, given: str | os.Pa
         pass
 
 
-def output_directory(path: str | os.PathLike, option: str = "--out", parents: bool = False) -> Path:
-    """The directory a command writes its files into, checked before any work: not empty, new or
-    an existing directory (a file, device or FIFO is refused), in an existing parent directory
-    (cbench creates the last directory of the path, never missing parents), or with
-    ``parents=True`` under a writable existing directory (the command creates the missing ones with
-    :func:`make_output_directory`, which says so). UsageError otherwise."""
-    if parents:
-        return output_tree(path, option)
+def _directory_named(path: str | os.PathLike, option: str) -> tuple[Path, bool]:
+    """(path, exists) for an output directory option: refused when empty, holding a NUL byte,
+    unusable, or an existing thing that is not a writable directory."""
     text = os.fspath(path)
     if not str(text).strip():
         raise UsageError(f"{option} is empty; give a directory name")
@@ -102,13 +97,25 @@ def output_directory(path: str | os.PathLike, option: str = "--out", parents: bo
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        st = None
+        return p, False
     except OSError as exc:
         raise UsageError(f"{option} {p}: cannot use it ({exc.strerror or exc})") from None
-    if st is not None:
-        if not stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
-        check_writable(p, option, p)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
+    check_writable(p, option, p)
+    return p, True
+
+
+def output_directory(path: str | os.PathLike, option: str = "--out", parents: bool = False) -> Path:
+    """The directory a command writes its files into, checked before any work: not empty, new or
+    an existing directory (a file, device or FIFO is refused), in an existing parent directory
+    (cbench creates the last directory of the path, never missing parents), or with
+    ``parents=True`` under a writable existing directory (the command creates the missing ones with
+    :func:`make_output_directory`, which says so). UsageError otherwise."""
+    if parents:
+        return output_tree(path, option)
+    p, exists = _directory_named(path, option)
+    if exists:
         return p
     parent = Path(os.path.abspath(p)).parent
     if not parent.is_dir():
@@ -122,22 +129,8 @@ def output_tree(path: str | os.PathLike, option: str = "--out") -> Path:
     """The directory a build writes into, creating it and its missing parents later: checked
     now, before any work, that it is new or a directory, and that the nearest existing directory
     above it is a directory cbench can write in. UsageError otherwise."""
-    text = os.fspath(path)
-    if not str(text).strip():
-        raise UsageError(f"{option} is empty; give a directory name")
-    if "\0" in str(text):
-        raise UsageError(f"{option} {text!r} contains a NUL byte")
-    p = Path(text)
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise UsageError(f"{option} {p}: cannot use it ({exc.strerror or exc})") from None
-    if st is not None:
-        if not stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"{option} {p} is {describe_mode(st.st_mode)}, not a directory")
-        check_writable(p, option, p)
+    p, exists = _directory_named(path, option)
+    if exists:
         return p
     above = Path(os.path.abspath(p)).parent
     while not above.exists() and above != above.parent:
