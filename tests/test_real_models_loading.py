@@ -186,3 +186,20 @@ def test_unequal_pairs_and_bad_csv_are_one_line(checkpoints, tmp_path):
     bad.write_text("text\nhello\n")
     with pytest.raises(UsageError, match="clean and corrupted"):
         discover_model(dirs["gpt2"], "eap", bad)
+
+
+def test_a_run_that_cannot_fit_is_refused_before_it_starts(checkpoints, monkeypatch):
+    from cbench.runtime import memory
+
+    dirs, pairs = checkpoints
+    model = load_model(dirs["llama3.1"])
+    rt = CircuitRuntime(model)
+    held, one = memory.run_bytes(rt, 8, 12)
+    # the estimate is what the run holds at least: the stacked node outputs the methods keep
+    assert held == (2 * rt.n_forward * 64 + 320) * 8 * 12 * 4 and one == memory.row_bytes(rt, 12)
+    memory.check_fits(rt, 8, 12, available=held + one)  # fits: nothing said
+    with pytest.raises(UsageError, match=r"needs at least .* GB .* use at most 3 pairs \(--n-examples\)"):
+        memory.check_fits(rt, 8, 12, available=one + 3.5 * held / 8)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 1000.0)
+    r = run_main(["discover", "--model", str(dirs["llama3.1"]), "--data", str(pairs), "-m", "eap"])
+    assert r.exception is None and r.code == 2 and len(r.error_lines()) == 1 and "GB are free" in r.stderr

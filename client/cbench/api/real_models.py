@@ -46,6 +46,9 @@ def run_model_discovery(model, data, method: str, hp: Mapping[str, Any], metric:
         data = read_pairs_csv(data, getattr(tl_model, "tokenizer", None), n_examples)
     elif n_examples is not None:
         data = data.subset(n_examples)
+    from cbench.runtime.memory import check_fits
+
+    check_fits(rt, data.n_examples, int(data.base.shape[1]))  # refuses in one line what cannot fit
     if metric is None and data.labels is not None and data.labels.dim() == 2 and data.labels.shape[1] == 2:
         metric = "logit_diff"
     t0 = time.perf_counter()

@@ -128,3 +128,49 @@ def exact_rows_per_pass(rt: ModelState, positions: int, budget: float | None = N
     D``, normalised)."""
     D, H, dh, _d_mlp, _V, itemsize = _dims(rt)
     return _rows(positions * (2 * H * dh * D + 3 * 3 * H * D) * itemsize, budget)
+
+
+def available_bytes(device) -> float | None:
+    """Memory free for a run on ``device``: the GPU's free memory, else the system's
+    ``MemAvailable`` (Linux); None where it cannot be read."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return float(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def run_bytes(rt: ModelState, n_examples: int, positions: int) -> tuple[int, int]:
+    """A lower estimate of what a discovery run adds on top of the model: ``(held, one_pass)``,
+    ``held`` the stacked clean and ablated node outputs of all examples (``2 x n_forward x N x
+    P x d_model``) and the clean outputs (``N x P x vocab``), ``one_pass`` the smallest pass (one
+    row of :func:`row_bytes`)."""
+    D, _H, _dh, _d_mlp, V, itemsize = _dims(rt)
+    held = (2 * rt.n_forward * D + V) * n_examples * positions * itemsize
+    return int(held), row_bytes(rt, positions)
+
+
+def check_fits(rt: ModelState, n_examples: int, positions: int, available: float | None = None) -> None:
+    """One UsageError, before a run, when even its smallest passes cannot fit the memory free on
+    the runtime's device: how much it needs and what to change."""
+    free = available_bytes(rt.device) if available is None else available
+    if free is None:
+        return
+    held, one = run_bytes(rt, n_examples, positions)
+    if held + one <= free:
+        return
+    gb = 2.0**30
+    per_pair = held / max(n_examples, 1)
+    fits = int(max(free - one, 0) // max(per_pair, 1))
+    raise UsageError(f"this run needs at least {(held + one) / gb:.1f} GB on {rt.device} ({n_examples} pairs of "
+                     f"{positions} tokens: node outputs {held / gb:.1f} GB, one pass {one / gb:.1f} GB) but "
+                     f"{free / gb:.1f} GB are free: use at most {fits} pairs (--n-examples), shorter inputs or "
+                     f"--dtype bfloat16")
