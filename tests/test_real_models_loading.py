@@ -203,3 +203,15 @@ def test_a_run_that_cannot_fit_is_refused_before_it_starts(checkpoints, monkeypa
     monkeypatch.setattr(memory, "available_bytes", lambda device: 1000.0)
     r = run_main(["discover", "--model", str(dirs["llama3.1"]), "--data", str(pairs), "-m", "eap"])
     assert r.exception is None and r.code == 2 and len(r.error_lines()) == 1 and "GB are free" in r.stderr
+
+
+def test_other_model_objects_are_one_line():
+    class TransformerBridge(torch.nn.Module):  # TransformerLens 4.x's class name
+        pass
+
+    with pytest.raises(UnsupportedModelError, match="TransformerBridge"):
+        load_model(TransformerBridge())
+    with pytest.raises(UsageError, match="HookedTransformer, a checkpoint directory or a hub name"):
+        load_model(torch.nn.Linear(2, 2))
+    with pytest.raises(UsageError, match="unknown dtype"):
+        load_model("x", dtype="float8")
