@@ -1,4 +1,4 @@
-"""Shared set-up of the SIIT trainer tests: case 3 compiled once per module, and a trainer on it."""
+"""Shared set-up of the SIIT trainer tests: case 3 compiled once per session (tests/conftest.py), and a trainer on it."""
 
 from __future__ import annotations
 
@@ -14,14 +14,9 @@ from cbench_builders.siit.trainer import SIITTrainer
 
 
 @pytest.fixture(scope="module")
-def tracr_dir(tmp_path_factory):
-    """A directory holding the compiled ``tracr-case-3``."""
-    from cbench_builders.tracr.build import build_case
-
-    out = tmp_path_factory.mktemp("tracr")
-    result = build_case("3", out)
-    assert result.ok, result.error
-    return out
+def tracr_dir(compiled_tracr):
+    """A directory holding the compiled ``tracr-case-3`` (compiled once per session: tests/conftest.py)."""
+    return compiled_tracr("3")
 
 
 def case3_trainer(tracr_dir, config: dict, invariant_edges=None):

@@ -32,14 +32,8 @@ TRAIN = 30  # validation and test: 6 each
 
 
 @pytest.fixture(scope="module")
-def tracr_dir(tmp_path_factory):
-    from cbench_builders.tracr.build import build_case
-
-    out = tmp_path_factory.mktemp("tracr")
-    for case in CASES:
-        r = build_case(case, out)
-        assert r.ok, r.error
-    return out
+def tracr_dir(compiled_tracr):
+    return compiled_tracr(*CASES)  # compiled once per session (tests/conftest.py)
 
 
 def _build(out: Path, tracr_dir: Path, train_size: int = TRAIN, datasets=("counterfactuals", "circuits", "ioi")):

@@ -826,6 +826,7 @@ def test_the_host_stops_a_supervisor_that_stops_answering(tmp_path, monkeypatch)
     wedged = tmp_path / "child.py"
     wedged.write_text(child.replace(head, head + "    if entry['key'] == 'wedge':\n        time.sleep(1000)\n"))
     monkeypatch.setattr(S, "CHILD", wedged)
+    monkeypatch.setattr(S, "HOST_GRACE_S", 5.0)  # the same rule with half the grace (10 s): two waits of 6 s, not 11
     batches = _count_batches(monkeypatch)
     entries = [{"key": k, "kind": "numeric", "code": "def f(x):\n    return x + 1\n"} for k in ("a", "wedge", "b")]
     limits = Limits(wall_s=1.0, cpu_s=1, memory_mb=256)

@@ -21,6 +21,7 @@ def _digest(root):
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # ~25 s of building beyond the shared small suite: `make test-slow` (docs/performance.md)
 def test_same_seed_same_bytes_other_seed_other_functions(tmp_path):
     first = small_suite_dir()
     B.build_suite(tmp_path / "a", **SMALL)

@@ -45,6 +45,7 @@ def test_strictness_loss_raises_siia(tracr_dir):
     assert iit.history[-1]["loss_strict"] == 0.0  # IIT computes no strictness loss
 
 
+@pytest.mark.slow  # two 10-epoch trainings, ~20 s: `make test-slow` (docs/performance.md)
 def test_edge_strictness_silences_the_edges_outside_the_ground_truth(tracr_dir):
     """Same seed and budget; only the edge term differs. Node strictness alone leaves the circuit's
     nodes talking over edges the ground truth does not list (the zoo v2 issue: 61 % of case 3's
@@ -222,6 +223,7 @@ def test_the_build_gates_on_the_pairs_cbench_verify_uses(trained):
     assert art.meta["released"] == report.passed
 
 
+@pytest.mark.slow  # a third train_case + gates, ~10 s; the summed one (`trained`) stays: `make test-slow`
 def test_algorithm_1_writes_a_valid_artifact(tracr_dir, tmp_path):
     from cbench_builders.siit.build import train_case
 
