@@ -111,16 +111,20 @@ def serve(hub_dir, port):
     server = HubServer(hub_dir, port=port, quiet=True)
     with server:
         seeder = _BackgroundSeeding(hub_dir) if seeding else None
-        click.echo(f"serving {server.hub_dir} at {server.endpoint} (started in {server.startup_s:.2f} s); "
-                   f"use it with --endpoint {server.endpoint} or HF_ENDPOINT={server.endpoint}; Ctrl-C stops it")
-        if seeder is not None:
-            seeder.start()
         try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            if seeder is not None and seeder.error is not None:
-                raise seeder.error from None  # seeding failed: one line, the server stopped
-            click.echo("stopped", err=True)
+            click.echo(f"serving {server.hub_dir} at {server.endpoint} (started in {server.startup_s:.2f} s); "
+                       f"use it with --endpoint {server.endpoint} or HF_ENDPOINT={server.endpoint}; Ctrl-C stops it")
+            if seeder is not None:
+                seeder.start()
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                if seeder is not None and seeder.error is not None:
+                    raise seeder.error from None  # seeding failed: one line, the server stopped
+                click.echo("stopped", err=True)
+        finally:
+            if seeder is not None:  # the thread dies with the process; what it meets on the way is not a failure
+                seeder.stopping = True
 
 
 class _BackgroundSeeding:
@@ -129,7 +133,7 @@ class _BackgroundSeeding:
     stops the server (SIGTERM to this process: :meth:`HubServer.serve_forever` ends)."""
 
     def __init__(self, hub_dir):
-        self.hub_dir, self.error = hub_dir, None
+        self.hub_dir, self.error, self.stopping = hub_dir, None, False
 
     def start(self) -> None:
         import threading
@@ -145,6 +149,8 @@ class _BackgroundSeeding:
         try:
             seed_default_hub(self.hub_dir, progress=_SeedProgress(self.hub_dir))
         except Exception as exc:  # noqa: BLE001 - reported by the command as one line
+            if self.stopping:  # the command is ending (Ctrl-C): the interpreter is tearing down
+                return
             self.error = exc if isinstance(exc, CbenchError) else HubError(f"seeding {self.hub_dir} failed: {exc}")
             os.kill(os.getpid(), signal.SIGTERM)
 
