@@ -455,6 +455,9 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
         if resume and done.is_file():
             click.echo(f"case {case}: already trained ({done.parent}; --resume)", err=True)
             continue
+        src = Path(tracr_dir) / f"tracr-case-{case}"
+        if not src.is_dir():  # before torch and the trainer load (6 s): train_case says the same
+            raise BuildError(f"case {case}: no compiled Tracr model at {src}; run `cbench build tracr --cases {case}` first")
         tasks.append(SIITTask(case, Path(tracr_dir).resolve(), Path(out_dir).resolve(), iit, overrides, keep_failed,
                               None if failed_dir is None else Path(failed_dir).resolve(),
                               not no_progress and ex.name == "local",
