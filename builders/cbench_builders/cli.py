@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "stress": "cbench_builders.stress.build:build_stress_cmd",
     "variables": "cbench_builders.variables.build:build_variables_cmd",
     "stress-dataset": "cbench_builders.stress.dataset:build_stress_dataset_cmd",
+    "stress-siit": "cbench_builders.stress.siit:build_stress_siit_cmd",
 }
 
 

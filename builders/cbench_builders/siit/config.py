@@ -14,6 +14,7 @@ ALGORITHMS = ("algorithm-1", "summed")
 EDGE_SAMPLINGS = ("mixed", "bernoulli")
 LENGTH_WEIGHTINGS = ("equal", "inputs")
 EDGE_SOURCES = ("shared", "separate")
+IIT_SETS = ("single", "mixed")
 
 
 @dataclass
@@ -58,6 +59,12 @@ class TrainingConfig:
     # "separate", a second source pass through the graph runtime (the trainer before issue 37);
     # the same function, so the same gradients up to float rounding
     edge_sources: str = "shared"
+    # which high-level nodes one IIT example interchanges: "single", one node drawn uniformly
+    # (InterpBench; every zoo model), or "mixed": half the examples one node, the other half a
+    # non-empty Bernoulli(0.5) set of them (a high-level model whose nodes matter only together,
+    # such as redundant paths or a primary and its backup, changes its output under no single one)
+    iit_sets: str = "single"
+    min_epochs: int = 0  # early stop no sooner than this epoch (the targets may hold before a soft objective is met)
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -68,6 +75,8 @@ class TrainingConfig:
             raise ValueError(f"label_balance must be between 0 and 1 (got {self.label_balance})")
         if self.edge_sources not in EDGE_SOURCES:
             raise ValueError(f"unknown edge sources {self.edge_sources!r} ({', '.join(EDGE_SOURCES)})")
+        if self.iit_sets not in IIT_SETS:
+            raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:

@@ -60,6 +60,24 @@ class Interventions:
         hl_mask[torch.arange(B), self.hl_cols[j]] = True
         return hl_mask, self.align[j]
 
+    def _iit_masks(self, B: int, gen: torch.Generator):
+        """The IIT step's masks (high-level, low-level) of a batch of ``B`` examples: one high-level
+        node per example (``iit_sets = "single"``), or (``"mixed"``) for the second half of the
+        examples a non-empty Bernoulli(0.5) set of high-level nodes, each with its low-level image."""
+        j = torch.randint(len(self.hl_nodes), (B,), generator=gen)
+        hl_mask, ll_mask = self._hl_masks(j)
+        if self.cfg.iit_sets == "single":
+            return hl_mask, ll_mask
+        n_hl = len(self.hl_nodes)
+        sets = torch.rand(B, n_hl, generator=gen) < 0.5
+        sets[torch.arange(B), j] = True  # never empty
+        use = torch.arange(B) >= B // 2
+        sets = torch.where(use[:, None], sets, torch.nn.functional.one_hot(j, n_hl).bool())
+        hl_mask = torch.zeros(B, len(self.hl_f.names), dtype=torch.bool)
+        hl_mask[:, self.hl_cols] = sets
+        ll_mask = (sets.to(torch.float32) @ self.align.to(torch.float32)) > 0
+        return hl_mask, ll_mask
+
     def _strict_mask(self, B: int, gen: torch.Generator) -> torch.Tensor:
         n_ll = len(self.ll_f.names)
         if self.cfg.algorithm == "summed":

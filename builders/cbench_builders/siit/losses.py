@@ -60,3 +60,30 @@ class Losses:
         if n == 0:
             return 1.0
         return float(((ll_out[:, 1:].argmax(-1) == target) & labelled).sum()) / n
+
+
+class DistributionObjective:
+    """An ``objective`` for :class:`~cbench_builders.siit.trainer.SIITTrainer` that trains towards
+    the high-level model's output *distribution* at every position after BOS, not only its class:
+    the loss is KL(high-level || low-level) averaged over those positions; agreement is the share
+    of positions whose argmax matches (positions where the high-level top two tie, within
+    :data:`cbench.tasks.labels.TIE_GAP`, are left out). A high-level model whose mechanism lives in
+    its logits' size (a component that pushes against the answer without flipping it, a variable
+    spread over shares) passes it on this way; a class target would not."""
+
+    def target(self, hl_out: torch.Tensor, tokens: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.log_softmax(hl_out[:, 1:].to(torch.float32), -1)
+
+    def loss(self, ll_out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        lq = torch.log_softmax(ll_out[:, 1:], -1)
+        return (target.exp() * (target - lq)).sum(-1).mean()
+
+    def agree(self, ll_out: torch.Tensor, target: torch.Tensor) -> float:
+        from cbench.tasks.labels import NO_CLASS, high_level_classes
+
+        classes = high_level_classes(target)
+        labelled = classes != NO_CLASS
+        n = int(labelled.sum())
+        if n == 0:
+            return 1.0
+        return float(((ll_out[:, 1:].argmax(-1) == classes) & labelled).sum()) / n

@@ -220,7 +220,7 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             start -= saved.wall_s
             cpu_start -= saved.cpu_s
         first = epoch + 1
-        if saved is not None and (reached or self._limited(start, cpu_start)):
+        if saved is not None and ((reached and epoch >= cfg.min_epochs) or self._limited(start, cpu_start)):
             first = cfg.epochs + 1  # finished before (target or limits): nothing left to train
         bar = None
         if progress:
@@ -301,6 +301,8 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         """Early stop: accuracy, IIA (and for SIIT: SIIA and every node's SIIA) at the target.
         IIT (strictness weight 0) does not train strictness, so its SIIA is not a stopping criterion."""
         cfg = self.cfg
+        if metrics.get("epoch", cfg.min_epochs) < cfg.min_epochs:
+            return False
         if min(metrics["accuracy"], metrics["iia"]) < cfg.target:
             return False
         if cfg.kind == "iit":
@@ -315,8 +317,7 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         B = len(base)
         hl_src = self.hl_f.acts(source)
         ll_src = self.ll_f(source, collect=True)[1] if cfg.source_gradients else self.ll_f.acts(source)
-        j = torch.randint(len(self.hl_nodes), (B,), generator=gen)
-        hl_mask, iit_mask = self._hl_masks(j)
+        hl_mask, iit_mask = self._iit_masks(B, gen)
         with torch.no_grad():
             y_iit = self._target(self.hl_f(base, hl_src, hl_mask), base)
         strict = cfg.siit_weight > 0 and len(self.non_aligned) > 0

@@ -54,6 +54,11 @@ def verify_artifact(artifact, n_pairs: int = VERIFY_PAIRS, seed: int = VERIFY_SE
             sets["validation"] = load_task_data(artifact.case, meta, split="validation", n_examples=n_pairs,
                                                 offline=offline, use_dataset=True)
         sets["fresh"] = sample_pairs(meta, n_pairs, seed=seed)
+        from cbench.verify.trained_stress import high_level_of, verify_trained_stress
+
+        hl = high_level_of(artifact)
+        if hl is not None and artifact.correspondence is not None:  # trained with SIIT: its release gates too
+            return verify_trained_stress(model, meta, artifact.circuit or {}, artifact.correspondence, hl, sets)
         return verify_stress(model, meta, artifact.circuit or {}, sets)
     if meta.get("model_kind") == "variables":  # hand-set weights: each variable's subspace proved by interchange
         from cbench.verify.variables import verify_variables

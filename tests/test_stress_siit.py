@@ -1,0 +1,199 @@
+"""SIIT against a HookedTransformer high-level model through a correspondence (issue 45 item 4):
+the general path (:mod:`cbench_builders.siit.hooked`), its two options (IIT over sets of nodes, the
+distribution objective), and the stress tier's trained counterparts (:mod:`cbench_builders.stress.siit`),
+on tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("cbench_builders")
+
+from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json  # noqa: E402
+from cbench.errors import BuildError  # noqa: E402
+from cbench_builders.siit.config import TrainingConfig  # noqa: E402
+from cbench_builders.siit.hooked import (check_correspondence, circuit_components, low_level_shape,  # noqa: E402
+                                         train_hooked, whole_space)
+from cbench_builders.siit.interchange import ComponentForward, run_interchanged, source_activations  # noqa: E402
+from cbench_builders.siit.losses import DistributionObjective  # noqa: E402
+from cbench_builders.stress import designs as D  # noqa: E402
+from cbench_builders.stress import siit as S  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def _with_biases(model, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.split(".")[-1].startswith("b_"):
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    return model
+
+
+def _hl():
+    return S.high_level_model(D.neg_1())
+
+
+@pytest.mark.parametrize("which", ["low-level", "high-level"])
+def test_fast_interchange_equals_the_hook_reference_on_the_new_shapes(which):
+    """The low-level shape of the counterparts (6 heads of 10, d_model 60: no multiple of the
+    8-wide slots, bidirectional) and a hand-set stress model as the high-level model: the fast
+    forward with per-example masks equals TransformerLens's hooks."""
+    hl = _hl()
+    if which == "low-level":
+        model = _with_biases(build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60,
+                                                         d_mlp=96, n_layers=2, seed=3)))
+        assert (model.cfg.d_model, model.cfg.n_heads, model.cfg.d_head) == (60, 6, 10)
+    else:
+        model = hl
+    fast = ComponentForward(model)
+    gen = torch.Generator().manual_seed(5)
+    base = torch.randint(1, 9, (48, 5), generator=gen)
+    source = torch.randint(1, 9, (48, 5), generator=gen)
+    base[:, 0] = source[:, 0] = 0
+    with torch.no_grad():
+        assert torch.allclose(fast(base), model(base), atol=1e-4)
+        masks = {n: torch.rand(48, generator=gen) < 0.5 for n in fast.names}
+        ref = run_interchanged(model, base, source_activations(model, source, fast.names), masks)
+        got = fast(base, fast.acts(source), fast.mask(48, masks))
+        assert torch.allclose(got, ref, atol=1e-4)
+        assert not torch.allclose(got, fast(base), atol=1e-3)
+
+
+def test_the_high_level_model_is_the_design_without_its_floor():
+    d = D.neg_1()
+    hl, full = S.high_level_model(d), d.kit.model()
+    x = whole_space(["BOS", *D.VOCAB], "BOS", 4).train[4]
+    assert x.shape == (8 ** 4, 5)
+    with torch.no_grad():
+        # the floor heads a0.h2, a0.h3 write nothing; the circuit's heads are untouched
+        assert float(hl.blocks[0].attn.W_O[2:].abs().max()) == 0.0
+        assert torch.equal(hl.blocks[0].attn.W_O[:2], full.blocks[0].attn.W_O[:2])
+        assert torch.equal(hl(x)[:, 1:].argmax(-1), full(x)[:, 1:].argmax(-1))
+
+
+def test_iit_sets_single_draws_as_before_and_mixed_draws_non_empty_sets():
+    hl = _hl()
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60, seed=0))
+    mapping = {"a0.h0": "a0.h3", "a0.h1": "a0.h5"}
+    edges = S.circuit_edges(D.neg_1())
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    single = SIITTrainer(hl, ll, mapping, "categorical", TrainingConfig())
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    j = torch.randint(2, (64,), generator=g2)
+    hl_mask, ll_mask = single._iit_masks(64, g1)
+    ref_hl, ref_ll = single._hl_masks(j)
+    assert torch.equal(hl_mask, ref_hl) and torch.equal(ll_mask, ref_ll)  # the Tracr path's draws, unchanged
+
+    mixed = SIITTrainer(hl, ll, mapping, "categorical", TrainingConfig(iit_sets="mixed"))
+    hl_mask, ll_mask = mixed._iit_masks(4000, torch.Generator().manual_seed(1))
+    hl_cols = [mixed.hl_f.index[n] for n in mapping]
+    ll_cols = [mixed.ll_f.index[mapping[n]] for n in mapping]
+    sets = hl_mask[:, hl_cols]
+    assert bool(sets.any(1).all())  # never empty
+    assert bool((sets.sum(1)[:2000] == 1).all())  # the first half: one node each
+    both = float((sets.sum(1)[2000:] == 2).float().mean())
+    assert 0.4 < both < 0.6  # the second half: {j} plus the other with probability 1/2
+    assert torch.equal(ll_mask[:, ll_cols], sets)  # each low-level image with its node
+    assert int(ll_mask.sum()) == int(sets.sum())  # and nothing else
+    assert hl_mask.sum(1).max() <= 2 and not hl_mask[:, [c for c in range(hl_mask.shape[1]) if c not in hl_cols]].any()
+    assert set(circuit_components(edges)) == set(mapping)
+
+
+def test_distribution_objective_is_zero_at_the_target_and_skips_ties():
+    obj = DistributionObjective()
+    hl = torch.tensor([[[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]])  # BOS, class 0, a tie
+    t = obj.target(hl)
+    assert float(obj.loss(hl, t)) == pytest.approx(0.0, abs=1e-7)
+    other = torch.tensor([[[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 1.0, 1.0]]])
+    assert float(obj.loss(other, t)) > 0.5
+    assert obj.agree(hl, t) == 1.0  # the tie is not scored
+    assert obj.agree(other, t) == 0.0
+
+
+def test_translate_maps_node_and_edge_names_in_gate_specs():
+    spec = {"kind": "redundancy", "groups": {"a0.h0": ["input->a0.h0<v>", "a0.h0->m1"]}, "need": 2,
+            "head": "a1.h0", "note": "a0.h0 stays in free text"}
+    out = S.translate(spec, {"a0.h0": "a0.h4", "m1": "m1", "a1.h0": "a1.h2"})
+    assert out == {"kind": "redundancy", "groups": {"a0.h4": ["input->a0.h4<v>", "a0.h4->m1"]}, "need": 2,
+                   "head": "a1.h2", "note": "a0.h0 stays in free text"}
+
+
+def test_check_correspondence_maps_the_circuit_and_refuses_what_cannot_hold():
+    hl = S.high_level_model(D.neg_2())  # a0.h0 -> a1.h0 <v>: the order must survive the mapping
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60, seed=0))
+    edges = S.circuit_edges(D.neg_2())
+    truth = check_correspondence({"a0.h0": "a0.h5", "a1.h0": "a1.h1"}, edges, hl, ll)
+    assert "a0.h5->a1.h1<v>" in truth and "input->a1.h1<q>" in truth and len(truth) == len(edges)
+    with pytest.raises(BuildError, match="does not map"):
+        check_correspondence({"a0.h0": "a0.h5"}, edges, hl, ll)
+    with pytest.raises(BuildError, match="no edge of the low-level graph"):
+        check_correspondence({"a0.h0": "a1.h5", "a1.h0": "a0.h1"}, edges, hl, ll)
+    with pytest.raises(BuildError, match="do not have"):
+        check_correspondence({"a0.h0": "a0.h9", "a1.h0": "a1.h1"}, edges, hl, ll)
+    with pytest.raises(BuildError, match="two high-level nodes"):
+        check_correspondence({"a0.h0": "a1.h1", "a1.h0": "a1.h1"}, edges, hl, ll)
+
+
+def test_train_hooked_learns_and_resumes_from_its_checkpoint(tmp_path):
+    """A few epochs on the negative design against a differently shaped low-level model: the loss
+    falls, the ground truth is the design's circuit through the correspondence, and a run stopped
+    after two epochs and resumed ends where an uninterrupted run does."""
+    d = D.neg_1()
+    hl = S.high_level_model(d)
+    data = whole_space(["BOS", *D.VOCAB], "BOS", 4)
+    ll_cfg = low_level_shape(config_to_json(hl.cfg), n_heads=5, d_head=6, d_model=27, d_mlp=16, seed=2)
+    mapping = {"a0.h0": "a0.h2", "a0.h1": "a0.h4"}
+    base = dict(algorithm="summed", lr=5e-3, lr_decay_epochs=4, batch_size=512, edge_weight=1.0, source_gradients=True,
+                iit_sets="mixed", train_size=4096, pairs_per_epoch=1024, eval_pairs=200, seed=3)
+
+    def run(epochs, ckpt=None):
+        return train_hooked(hl, ll_cfg, mapping, S.circuit_edges(d), data, TrainingConfig(epochs=epochs, **base),
+                            invariant_hl_edges=sorted(d.marked), objective=DistributionObjective(), checkpoint=ckpt)
+
+    full = run(4)
+    assert full.truth_edges == sorted(S.translate(S.circuit_edges(d), mapping))
+    assert full.invariant_edges == sorted(S.translate(sorted(d.marked), mapping))
+    h = full.result.history
+    assert len(h) == 4 and h[-1]["loss_iit"] < h[0]["loss_iit"]
+    ckpt = tmp_path / "neg.pt"
+    run(2, ckpt)
+    resumed = run(4, ckpt)
+    assert [r["loss_iit"] for r in resumed.result.history] == pytest.approx([r["loss_iit"] for r in h], rel=1e-5)
+    for k, v in full.result.model.state_dict().items():
+        assert torch.allclose(v, resumed.result.model.state_dict()[k], atol=1e-6), k
+
+
+def test_a_trained_stress_artifact_is_verified_with_the_siit_gates_too(tmp_path):
+    """``cbench verify``'s path for a stress artifact with ``high_level/`` and a correspondence:
+    the hand-set tier's gates and the SIIT node gates (an untrained model fails them, named)."""
+    from cbench.artifacts.model import read_model_artifact, write_model_artifact
+    from cbench.runtime import CircuitRuntime
+    from cbench.verify.artifact import verify_artifact
+    from cbench_builders.siit.build import correspondence_document
+
+    c = S.Counterpart("stress-neg-siit-test", "neg-1", n_heads=5, d_head=6, d_model=27, d_mlp=16)
+    d = D.neg_1()
+    hl = S.high_level_model(d)
+    mapping = {"a0.h0": "a0.h2", "a0.h1": "a0.h4"}
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=5, d_head=6, d_model=27, d_mlp=16, seed=0))
+    graph = CircuitRuntime(ll).graph
+    circuit = S.circuit_of(c, d, mapping, graph)
+    assert circuit["mechanism"]["gates"][0]["component"] == ["a0.h4->logits"]
+    assert circuit["edge_classes"]["a0.h4->logits"] == "negative"
+    shape = {"n_layers": 1, "n_heads": 5, "has_mlp": True, "parallel_attn_mlp": False}
+    corr = correspondence_document(c.name, mapping, {}, shape, {**shape, "n_heads": 4}, 0)
+    hl_dir = S._hl_artifact(d, hl, tmp_path / "hl")
+    write_model_artifact(tmp_path / c.name, ll, S.meta_of(c, d), circuit, correspondence=corr, readme="# test\n",
+                         subartifacts={"high_level": hl_dir})
+    report = verify_artifact(read_model_artifact(tmp_path / c.name), n_pairs=60, use_dataset=False)
+    names = {g.name for g in report.gates}
+    assert {"complement_edge_effect", "floor", "negative_raises_the_answer_when_removed", "accuracy", "iia",
+            "siia", "max_out_of_circuit_node_effect"} <= names
+    assert not report.passed and not next(g for g in report.gates if g.name == "accuracy").passed
+    assert json.loads((tmp_path / c.name / "high_level" / "meta.json").read_text())["case"] == "stress-neg-1"
