@@ -15,18 +15,66 @@ from cbench.artifacts import transformer_lens_adapter as tla
 from cbench.graph.graph import Graph
 
 
+def post_norm(model) -> bool:
+    """Whether ``model`` normalizes its attention output (Gemma-2's ``ln1_post``): a head's output
+    is then its share ``w * result_h / scale`` of ``ln1_post`` (docs/real-models.md)."""
+    return bool(getattr(model.cfg, "use_normalization_before_and_after", False))
+
+
+def post_scale_hook(layer: int) -> str:
+    return f"blocks.{layer}.ln1_post.hook_scale"
+
+
+def head_shares(model, layer: int, result: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Each head's share of ``ln1_post`` from ``hook_result [B, P, H, D]`` and the norm's
+    ``hook_scale [B, P, 1]`` (TransformerLens's RMSNorm arithmetic, per head)."""
+    return (result / scale[:, :, None]).to(result.dtype) * model.blocks[layer].ln1_post.w
+
+
+def head_output_hooks(model, layer: int, fn) -> list:
+    """Forward hooks that apply ``fn`` to layer ``layer``'s per-head outputs ``[B, P, H, D]``
+    (``fn(x, hook)`` returns their replacement): on ``hook_result``, or, with a post-norm, on
+    the heads' shares of ``ln1_post``, whose sum then replaces ``hook_attn_out`` (no b_O)."""
+    if not post_norm(model):
+        return [(tla.head_output_hook(layer), fn)]
+    saved: dict = {}
+
+    def save(x, hook):
+        saved["result"] = x
+        return x
+
+    def scale(x, hook):
+        saved["scale"] = x
+        return x
+
+    def attn_out(x, hook):
+        return fn(head_shares(model, layer, saved["result"], saved["scale"]), hook).sum(2)
+
+    return [(tla.head_output_hook(layer), save), (post_scale_hook(layer), scale),
+            (f"blocks.{layer}.hook_attn_out", attn_out)]
+
+
 def node_output_caches(model, tokens) -> dict[str, torch.Tensor]:
     """Every canonical node's output on an unpatched run, by node name ([B, P, D])."""
     g = Graph.from_config(model.cfg)
     names = {tla.resid_pre_hook(0)} | {tla.head_output_hook(l) for l in range(g.n_layers)}
     if g.has_mlp:
         names |= {tla.mlp_out_hook(l) for l in range(g.n_layers)}
+    if post_norm(model):
+        names |= {post_scale_hook(l) for l in range(g.n_layers)}
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, names_filter=lambda n: n in names)
     out = {}
     for node in g.forward_nodes:
         hook, head = tla.node_output_hook(node)
-        out[node] = cache[hook] if head is None else cache[hook][:, :, head]
+        if head is None:
+            out[node] = cache[hook]
+        elif post_norm(model):
+            layer = g.node(node).layer
+            with torch.no_grad():
+                out[node] = head_shares(model, layer, cache[hook], cache[post_scale_hook(layer)])[:, :, head]
+        else:
+            out[node] = cache[hook][:, :, head]
     return out
 
 
@@ -50,12 +98,22 @@ def hooked_patched_run(model, tokens, ablated: dict[str, torch.Tensor], edges_we
         return x
 
     fwd_hooks.append((tla.resid_pre_hook(0), save_input))
+    results: dict[int, torch.Tensor] = {}
     for layer in range(g.n_layers):
         def save_heads(x, hook, layer=layer):
-            for h in range(g.n_heads):
-                current[f"a{layer}.h{h}"] = x[:, :, h]
+            results[layer] = x
+            if not post_norm(model):
+                for h in range(g.n_heads):
+                    current[f"a{layer}.h{h}"] = x[:, :, h]
             return x
         fwd_hooks.append((tla.head_output_hook(layer), save_heads))
+        if post_norm(model):  # each head's share of ln1_post, once the norm's scale is known
+            def save_shares(scale, hook, layer=layer):
+                shares = head_shares(model, layer, results[layer], scale)
+                for h in range(g.n_heads):
+                    current[f"a{layer}.h{h}"] = shares[:, :, h]
+                return scale
+            fwd_hooks.append((post_scale_hook(layer), save_shares))
         if g.has_mlp:
             def save_mlp(x, hook, layer=layer):
                 current[f"m{layer}"] = x
@@ -207,7 +265,13 @@ def reference_nap(model, base, source, metric, steps: int | None = None) -> dict
                 return x
             return fn
 
-        out = model.run_with_hooks(base, fwd_hooks=[(h, make(h, nodes, heads)) for h, nodes, heads in hooks])
+        fwd = []
+        for h, nodes, heads in hooks:
+            if heads:
+                fwd += head_output_hooks(model, g.node(nodes[0]).layer, make(h, nodes, heads))
+            else:
+                fwd.append((h, make(h, nodes, heads)))
+        out = model.run_with_hooks(base, fwd_hooks=fwd)
         metric(out).backward()
         for h, nodes, heads in hooks:
             if h in kept:
@@ -308,5 +372,6 @@ def reference_node_replacement_loss(model, tokens, node: str, vector: torch.Tens
             x[:, :, head] = vector
         return x
 
+    fwd = [(hook_name, fn)] if head is None else head_output_hooks(model, int(hook_name.split(".")[1]), fn)
     with torch.no_grad():
-        return float(metric(model.run_with_hooks(tokens, fwd_hooks=[(hook_name, fn)])))
+        return float(metric(model.run_with_hooks(tokens, fwd_hooks=fwd)))

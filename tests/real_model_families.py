@@ -37,15 +37,16 @@ FAMILIES = {
                      NTK_by_parts_factor=8.0, NTK_by_parts_low_freq_factor=1.0,
                      NTK_by_parts_high_freq_factor=4.0, NTK_original_ctx_len=8192, gated_mlp=True,
                      final_rms=True, original_architecture="LlamaForCausalLM"),
-    # Gemma-2-2B without its post-norms (which the runtime refuses): RMSNorm, rotary, GQA 8:4
+    # Gemma-2-2B: RMSNorm before and after attention and MLP (ln1_post/ln2_post), rotary, GQA 8:4
     # (here 4:2), GeGLU (gelu_pytorch_tanh), attention and logit soft-caps (scaled to the tiny
-    # model's scores), local (sliding-window) and global layers alternating
+    # model's scores), local (sliding-window) and global layers alternating; no biases on the
+    # attention output (Gemma-2 has none)
     "gemma2": dict(d_model=32, d_head=16, n_heads=4, n_key_value_heads=2, d_mlp=64, act_fn="gelu_pytorch_tanh",
                    normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
                    rotary_adjacent_pairs=False, use_attn_scale=True, use_local_attn=True,
                    attn_types=["local", "global"], window_size=3, attn_scores_soft_cap=1.5,
                    output_logits_soft_cap=2.0, gated_mlp=True, final_rms=True,
-                   original_architecture="Gemma2ForCausalLM"),
+                   use_normalization_before_and_after=True, original_architecture="Gemma2ForCausalLM"),
 }
 
 
@@ -65,6 +66,8 @@ def family_model(family: str, seed: int = 0, bias_scale: float = 0.2, **override
             leaf = name.split(".")[-1]
             if leaf.startswith("b_") or leaf.startswith("_b_"):
                 p.copy_(torch.randn(p.shape, generator=gen) * bias_scale)
+                if leaf == "b_O" and model.cfg.use_normalization_before_and_after:
+                    p.zero_()  # Gemma-2: no output bias (and the runtime refuses one under a post-norm)
             elif leaf == "w":  # norm weights
                 p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=gen))
     return model

@@ -1,5 +1,5 @@
 """The runtime and the methods on today's architectures: tiny random-weight TransformerLens models
-of each family (GPT-2, Pythia/NeoX, GPT-J pairing, Qwen-2.5, Llama-3.1, Gemma-2 without its
+of each family (GPT-2, Pythia/NeoX, GPT-J pairing, Qwen-2.5, Llama-3.1, Gemma-2 with its
 post-norms; tests/real_model_families.py) against TransformerLens itself and hook references.
 
 Tolerances (float32): the unpatched pass is bit-exact; a differentiable all-ones mask within
@@ -20,8 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hook_reference import (hooked_patched_run, node_output_caches, reference_acdc,  # noqa: E402
-                            reference_eap_ig_inputs, reference_nap)
+from hook_reference import (head_output_hooks, hooked_patched_run, node_output_caches,  # noqa: E402
+                            reference_acdc, reference_eap_ig_inputs, reference_nap)
 from real_model_families import FAMILIES, FULL_WIDTH, family_model, tokens  # noqa: E402
 
 from cbench.artifacts import transformer_lens_adapter as tla  # noqa: E402
@@ -62,7 +62,8 @@ def test_the_feature_under_test_is_on(fam):
     want = {"gpt2": not rt.rotary, "pythia": rt.rotary and model.cfg.parallel_attn_mlp and cfg.rotary_dim < cfg.d_head,
             "gptj": rt.rotary and cfg.rotary_adjacent_pairs, "qwen2.5": cfg.n_key_value_heads == 1 and cfg.gated_mlp,
             "llama3.1": cfg.use_NTK_by_parts_rope and cfg.n_key_value_heads == 1,
-            "gemma2": bool(rt.windows) and rt.attn_soft_cap and rt.logit_soft_cap and cfg.n_key_value_heads == 2}
+            "gemma2": bool(rt.windows) and rt.attn_soft_cap and rt.logit_soft_cap and cfg.n_key_value_heads == 2
+            and rt.post_norm}
     assert want[name]
     if cfg.n_key_value_heads:
         assert type(model.blocks[0].attn).__name__ == "GroupedQueryAttention"
@@ -90,9 +91,14 @@ def test_the_comparison_can_fail(fam):
     name, model, rt, data = fam
     with torch.no_grad():
         ref = model(data.base)
-    if name == "gemma2":
-        other = CircuitRuntime(model)
-        other.windows, other.attn_soft_cap, other.logit_soft_cap = [], None, None
+    if name == "gemma2":  # each of its features alone
+        for off in ({"windows": []}, {"attn_soft_cap": None}, {"logit_soft_cap": None}, {"post_norm": False}):
+            other = CircuitRuntime(model)
+            for k, v in off.items():
+                setattr(other, k, v)
+            ones = torch.ones(rt.n_edges, requires_grad=True)
+            assert (other.run(data.base, data.source, edge_mask=ones).output - ref).abs().max() > 1e-2, off
+        return
     elif rt.rotary:  # the same weights, rotary angles all zero
         plain = copy.deepcopy(model)
         for blk in plain.blocks:
@@ -167,7 +173,7 @@ def _eap_ig_activations_reference(model, base, source, metric, steps):
         if n0.kind == "input":
             hook = tla.resid_pre_hook(0)
         elif n0.kind == "head":
-            hook = tla.head_output_hook(n0.layer)
+            hook = None  # head_output_hooks: hook_result, or the heads' shares of a post-norm
         else:
             hook = tla.mlp_out_hook(n0.layer)
         grads: dict = {}
@@ -181,7 +187,8 @@ def _eap_ig_activations_reference(model, base, source, metric, steps):
                     a = ablated[nodes[0]]
                 return a + alpha * (x - a)
             targets: dict = {}
-            with model.hooks(fwd_hooks=[(hook, interp)]):
+            fwd = [(hook, interp)] if hook is not None else head_output_hooks(model, n0.layer, interp)
+            with model.hooks(fwd_hooks=fwd):
                 out = hooked_patched_run(model, base, ablated, {}, grad_targets=targets)
             metric(out).backward()
             model.zero_grad(set_to_none=True)
@@ -241,7 +248,6 @@ def test_acdc_equals_the_hook_reference(family):
 
 # ---------------------------------------------------------------------------- refusals
 REFUSED = {
-    "post-norm": ("gemma2", dict(use_normalization_before_and_after=True), "post-normalization"),
     "olmo2-post-norm": ("llama3.1", dict(original_architecture="Olmo2ForCausalLM"), "post-norm blocks"),
     "alibi": ("gpt2", dict(positional_embedding_type="alibi"), "'alibi' positional embeddings"),
     "shortformer": ("gpt2", dict(positional_embedding_type="shortformer"), "'shortformer' positional"),
@@ -267,6 +273,16 @@ def test_an_unsupported_feature_is_one_line_naming_it(case):
     msg = str(info.value)
     assert words in msg and "\n" not in msg and msg.startswith("the runtime does not support")
     assert info.value.exit_code == 2
+
+
+def test_a_post_norm_over_an_output_bias_is_refused():
+    from cbench.errors import UnsupportedModelError
+
+    model = family_model("gemma2")
+    with torch.no_grad():
+        model.blocks[1].attn.b_O.fill_(0.1)
+    with pytest.raises(UnsupportedModelError, match="post-normalization of an attention output with a bias"):
+        CircuitRuntime(model)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here")

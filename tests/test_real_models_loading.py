@@ -118,10 +118,6 @@ def test_a_checkpoint_directory_loads_as_the_checkpoint_computes(checkpoints, fa
     assert (out - ref).abs().max() <= 1e-5
     assert model.tokenizer is not None
     assert model.cfg.use_split_qkv_input and model.cfg.use_attn_result
-    if family == "gemma2":  # its post-norms: refused in one line, never a wrong answer
-        with pytest.raises(UnsupportedModelError, match="post-normalization"):
-            CircuitRuntime(model)
-        return
     rt = CircuitRuntime(model)
     assert torch.equal(rt.clean(x), out)
 
@@ -134,7 +130,7 @@ def test_a_directory_named_like_llama_is_read_from_its_own_config(checkpoints, t
     assert load_model(link).cfg.n_key_value_heads == 1
 
 
-@pytest.mark.parametrize("family", ["gpt2", "pythia", "qwen2.5", "llama3.1"])
+@pytest.mark.parametrize("family", ["gpt2", "pythia", "qwen2.5", "llama3.1", "gemma2"])
 def test_every_method_runs_on_a_checkpoint_through_the_python_api(checkpoints, family):
     dirs, pairs = checkpoints
     model = load_model(dirs[family])
@@ -146,7 +142,7 @@ def test_every_method_runs_on_a_checkpoint_through_the_python_api(checkpoints, f
         assert len(run.document["edges"]) == run.n_edges
 
 
-@pytest.mark.parametrize("family", ["gpt2", "pythia", "qwen2.5", "llama3.1"])
+@pytest.mark.parametrize("family", ["gpt2", "pythia", "qwen2.5", "llama3.1", "gemma2"])
 def test_cli_discover_model_dir(checkpoints, family, tmp_path):
     dirs, pairs = checkpoints
     out = tmp_path / "scores.json"
@@ -164,10 +160,16 @@ def test_cli_discover_model_dir(checkpoints, family, tmp_path):
 
 def test_cli_refusals_are_one_line_and_exit_2(checkpoints, tmp_path):
     dirs, pairs = checkpoints
-    r = run_main(["discover", "--model", str(dirs["gemma2"]), "--data", str(pairs), "-m", "eap"])
-    assert r.exception is None and r.code == 2
+    # Qwen-3: query/key norms, which the runtime does not run
+    qwen3 = transformers.AutoModelForCausalLM.from_config(transformers.Qwen3Config(
+        hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=64,
+        num_hidden_layers=1, max_position_embeddings=64, vocab_size=V)).eval()
+    qwen3.save_pretrained(tmp_path / "qwen3")
+    transformers.AutoTokenizer.from_pretrained(dirs["gpt2"]).save_pretrained(tmp_path / "qwen3")
+    r = run_main(["discover", "--model", str(tmp_path / "qwen3"), "--data", str(pairs), "-m", "eap"])
+    assert r.exception is None and r.code == 2, r.stderr
     assert r.error_lines() == [line for line in r.stderr.splitlines() if line.strip()]
-    assert "post-normalization" in r.stderr and "Traceback" not in r.stderr
+    assert "query/key normalization" in r.stderr and "Traceback" not in r.stderr
     for args, words in ((["--model", str(dirs["gpt2"])], "--data"),
                         (["case-3", "--model", str(dirs["gpt2"])], "one of them"),
                         (["--model", str(tmp_path), "--data", str(pairs)], "not a Hugging Face checkpoint"),

@@ -358,7 +358,10 @@ def run(ctx: Context, threshold: float, window: int, ablation: str = "resample",
     w_start = int(min(window, max(1, min(8, round(CHEAP_ROW_WORK / max(row_work, 1))))))
     bar = progress_bar(E, "acdc", ctx.progress)
     with torch.inference_mode():
-        sweep = _Incremental(ctx) if prefix_cache else _WholePasses(ctx)
+        # a post-normalized model's head shares depend on every head of the layer (one node's
+        # output is not a function of its own inputs): whole masked passes
+        incremental = prefix_cache and not getattr(ctx.runtime, "post_norm", False)
+        sweep = _Incremental(ctx) if incremental else _WholePasses(ctx)
         m_cur = sweep.m_cur
         n_passes = 1
         for k in reversed(range(K)):

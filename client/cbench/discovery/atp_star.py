@@ -54,6 +54,7 @@ from cbench.errors import UsageError
 from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
 from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.layers import mlp as mlp_layer
+from cbench.runtime.layers import post_attention
 from cbench.runtime.memory import budget_bytes, row_parts, rows_per_pass
 from cbench.runtime.weights import qkv_weights
 from cbench.tasks.metrics import metric_slice
@@ -113,8 +114,8 @@ def gradient_pass(rt, tokens: torch.Tensor, metric_fn, variants: int):
             pattern = torch.softmax(scores, dim=-1)
             patterns.append(pattern)
             z = pattern @ v
-            attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(R * P, -1),
-                                   attn.W_O.reshape(-1, D)).view(R, P, D)
+            attn_out = post_attention(rt, layer, torch.addmm(attn.b_O, z.transpose(1, 2).reshape(R * P, -1),
+                                                             attn.W_O.reshape(-1, D)).view(R, P, D))
             if keep is not None:
                 attn_out = _drop(attn_out, keep[layer])
             if rt.has_mlp:

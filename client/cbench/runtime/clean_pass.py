@@ -9,7 +9,7 @@ import torch
 
 from cbench.errors import UsageError
 from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
-from cbench.runtime.layers import add_mlp, embed, unembed
+from cbench.runtime.layers import add_mlp, embed, post_heads, unembed
 from cbench.runtime.masks import tokens_tensor
 from cbench.runtime.memory import exact_rows_per_pass
 from cbench.runtime.residual_pass import forward_resid
@@ -76,7 +76,7 @@ def plain_pass(rt: ModelState, tokens: torch.Tensor) -> RunResult:
             scores = scores.masked_fill(future_mask(rt, P, resid.device, layer), float(attn.IGNORE))
         pattern = torch.softmax(scores, dim=-1)
         pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
-        acts[f:f + H] = torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O)  # [H, B, P, D]
+        acts[f:f + H] = post_heads(rt, layer, torch.einsum("bhpe,hed->hbpd", pattern @ v, attn.W_O))  # [H, B, P, D]
         heads = acts[f:f + H]
         f += H
         attn_out = heads.sum(0) + attn.b_O

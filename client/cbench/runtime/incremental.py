@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from cbench.errors import GraphError
+from cbench.errors import GraphError, UnsupportedModelError
 from cbench.runtime.attention_ops import head_pattern
 from cbench.runtime.layers import mlp, unembed
 from cbench.runtime.weights import slot_bias_stack
@@ -41,6 +41,12 @@ def node_output(rt: ModelState, node: str, x) -> torch.Tensor:
     ``[..., P, D]``; an MLP takes ``[..., P, D]``; ``logits`` takes the final residual
     ``[..., P, D]`` and gives the model outputs ``[..., P, d_vocab_out]``."""
     n = rt.graph.node(node)
+    if n.kind == "head" and rt.post_norm:
+        raise UnsupportedModelError(
+            f"one head's output alone on a post-normalized model ({node}: its share of ln1_post "
+            "depends on every head of its layer); run the layer's masked pass instead")
+    if n.kind == "mlp" and rt.post_norm:
+        return mlp(rt, n.layer, x)
     if n.kind == "head":
         blk = rt.model.blocks[n.layer]
         attn, h = blk.attn, n.head

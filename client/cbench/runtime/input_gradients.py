@@ -12,7 +12,7 @@ from cbench.errors import UsageError
 from cbench.runtime.ablations import ablated_outputs
 from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
-from cbench.runtime.layers import add_mlp, embed, mlp, unembed
+from cbench.runtime.layers import add_mlp, embed, mlp, post_attention, post_heads, unembed
 from cbench.runtime.masked_forward import run
 from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_tensor, tokens_tensor
 from cbench.runtime.weights import qkv_weights
@@ -141,8 +141,9 @@ def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_ste
             pattern = torch.where(torch.isnan(pattern), torch.zeros_like(pattern), pattern)
         z = pattern @ v  # [B, H, Pm, dh]
         if needs(f, f + H):
-            heads = mix_node_outputs(torch.einsum("bhpe,hed->bphd", z, attn.W_O), nm, abl, f, f + H)
-            attn_out = heads.sum(2) + attn.b_O
+            heads = post_heads(rt, layer, torch.einsum("bhpe,hed->bphd", z, attn.W_O), 2)
+            heads = mix_node_outputs(heads, nm, abl, f, f + H)
+            attn_out = heads.sum(2) + attn.b_O  # b_O is zero with a post-norm
             if block is not None:
                 keep_block(heads[:n].detach().permute(2, 0, 1, 3))
         else:
@@ -150,7 +151,8 @@ def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_ste
                                    attn.W_O.reshape(-1, D)).view(B, Pm, D)
             if block is not None:
                 with torch.no_grad():
-                    keep_block(torch.einsum("nhpe,hed->hnpd", z[:n], attn.W_O))
+                    keep_block(post_heads(rt, layer, torch.einsum("nhpe,hed->hnpd", z[:n], attn.W_O)))
+            attn_out = post_attention(rt, layer, attn_out)
         f += H
         if rt.has_mlp:
             mlp_in = resid.view(B, Pm, D) if rt.parallel else resid + attn_out  # its own tensor
@@ -254,8 +256,9 @@ def first_position(rt: ModelState, resid: torch.Tensor) -> dict:
         kv.append((k, v))
         pattern = torch.softmax(cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale), dim=-1)
         z = pattern @ v
-        acts.append(torch.einsum("nhpe,hed->hnpd", z, attn.W_O))
-        attn_out = torch.addmm(attn.b_O, z.transpose(1, 2).reshape(1, -1), attn.W_O.reshape(-1, D)).view(1, 1, D)
+        acts.append(post_heads(rt, layer, torch.einsum("nhpe,hed->hnpd", z, attn.W_O)))
+        attn_out = post_attention(rt, layer, torch.addmm(attn.b_O, z.transpose(1, 2).reshape(1, -1),
+                                                         attn.W_O.reshape(-1, D)).view(1, 1, D))
         resid = add_mlp(rt, layer, resid, attn_out, acts)
     return {"kv": kv, "acts": acts, "out": unembed(rt, resid)}
 

@@ -61,16 +61,42 @@ def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = Fals
     return torch.einsum("bhpe,hed->hbpd", z, W_O)
 
 
+def post_heads(rt: ModelState, layer: int, heads: torch.Tensor, axis: int = 0) -> torch.Tensor:
+    """Per-head outputs as they enter the residual stream: ``heads`` (each head's ``hook_result``,
+    head axis ``axis``) themselves, or with a post-norm (Gemma-2's ``ln1_post``, RMSNorm on
+    the summed heads) each head's share of it, ``w * result_h / rms(sum_h result_h)``, the rms
+    taken over this run's summed heads. They sum to ``ln1_post(attn_out)`` (no b_O, refused
+    otherwise): the norm's scale is one number per position, so it distributes over the heads;
+    a head whose output is patched passes on its share in the run it is taken from (see
+    docs/real-models.md)."""
+    if not rt.post_norm:
+        return heads
+    ln = rt.model.blocks[layer].ln1_post
+    total = heads.sum(axis, keepdim=True)
+    if total.dtype not in (torch.float32, torch.float64):
+        total = total.float()
+    scale = (total.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt()  # TransformerLens's RMSNorm
+    return (heads / scale).to(heads.dtype) * ln.w
+
+
+def post_attention(rt: ModelState, layer: int, attn_out: torch.Tensor) -> torch.Tensor:
+    """The attention output added to the residual stream from the summed heads plus b_O
+    (``ln1_post`` with a post-norm)."""
+    return rt.model.blocks[layer].ln1_post(attn_out) if rt.post_norm else attn_out
+
+
 def mlp(rt: ModelState, layer: int, x: torch.Tensor) -> torch.Tensor:
-    """MLP ``layer``'s output (``hook_mlp_out``, with b_out) from its input before ln2."""
+    """MLP ``layer``'s output (``hook_mlp_out``, with b_out, after ``ln2_post`` when the model
+    post-normalizes) from its input before ln2."""
     blk = rt.model.blocks[layer]
-    return blk.mlp(blk.ln2(x))
+    out = blk.mlp(blk.ln2(x))
+    return blk.ln2_post(out) if rt.post_norm else out
 
 
 def add_mlp(rt: ModelState, layer: int, resid: torch.Tensor, attn_out: torch.Tensor,
             outputs: list) -> torch.Tensor:
-    """The residual after layer ``layer`` from its input ``resid`` and attention output: with an
-    MLP, its output is added (and appended to ``outputs`` as ``[1, ...]``)."""
+    """The residual after layer ``layer`` from its input ``resid`` and attention output (as
+    added to the residual, after any post-norm): with an MLP, its output is added (and appended to ``outputs`` as ``[1, ...]``)."""
     if not rt.has_mlp:
         return resid + attn_out
     mlp_out = mlp(rt, layer, resid if rt.parallel else resid + attn_out)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from cbench.runtime.ablations import ablated_outputs
-from cbench.runtime.layers import attention, embed, mlp, unembed
+from cbench.runtime.layers import attention, embed, mlp, post_heads, unembed
 from cbench.runtime.masks import edge_mask_tensor, interpolate_input, mask_matrix, node_mask_tensor, tokens_tensor
 from cbench.runtime.residual_pass import forward_resid
 from cbench.runtime.run_result import RunResult
@@ -263,10 +263,12 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         base_col = layer * rt.per_layer_bwd
         n_src = 1 + layer * rt.per_layer_fwd
         if not (layer == layer0 and part0 == "mlp"):
-            live = list(range(H)) if alive is None else [h for h in range(H) if alive[n_src + h]]
+            # with a post-norm every head's share depends on all heads of its layer: all computed
+            live = (list(range(H)) if alive is None or rt.post_norm
+                    else [h for h in range(H) if alive[n_src + h]])
             if len(live) == H:
                 x = gather(slice(base_col, base_col + 3 * H), n_src) + biases.attn[layer]
-                chunks.append(attention(rt, layer, x))  # [H, B, P, D]
+                chunks.append(post_heads(rt, layer, attention(rt, layer, x)))  # [H, B, P, D]
             else:
                 heads = torch.zeros(H, B, P, D, dtype=rt.dtype, device=rt.device)
                 if live:

@@ -29,9 +29,6 @@ def _on(value) -> bool:
 _UNSUPPORTED = (
     ("positional_embedding_type", lambda v: v not in ("standard", "rotary"),
      "{v!r} positional embeddings (the runtime runs absolute and rotary ones)"),
-    ("use_normalization_before_and_after", bool,
-     "post-normalization of attention and MLP outputs (Gemma-2's ln1_post/ln2_post): the heads' "
-     "outputs no longer add up in the residual stream"),
     ("original_architecture", lambda v: v in ("Olmo2ForCausalLM", "Olmo3ForCausalLM"),
      "post-norm blocks ({v})"),
     ("use_qk_norm", bool, "query/key normalization"),
@@ -55,9 +52,28 @@ def unsupported_feature(cfg) -> str | None:
     return None
 
 
-def _check_supported(cfg) -> None:
+def unsupported_post_norm(model) -> str | None:
+    """What of a post-normalized model (``use_normalization_before_and_after``, Gemma-2's
+    ``ln1_post``/``ln2_post``) the runtime does not run, named, or None: it runs RMSNorm
+    post-norms on attention without an output bias (every Gemma-2), where the norm of the
+    summed heads distributes over the heads exactly (see :func:`cbench.runtime.layers.post_heads`)."""
+    cfg = model.cfg
+    if not getattr(cfg, "use_normalization_before_and_after", False):
+        return None
+    kinds = {type(getattr(blk, name, None)).__name__ for blk in model.blocks for name in ("ln1_post", "ln2_post")
+             if hasattr(blk, name)}
+    if not kinds <= {"RMSNorm", "Identity"}:
+        return f"post-normalization by {', '.join(sorted(kinds))} (the runtime runs RMSNorm post-norms)"
+    if any(bool((blk.attn.b_O != 0).any()) for blk in model.blocks):
+        return "post-normalization of an attention output with a bias (b_O)"
+    return None
+
+
+def _check_supported(cfg, model=None) -> None:
     """One clear GraphError naming the architecture feature the runtime does not run."""
     what = unsupported_feature(cfg)
+    if what is None and model is not None:
+        what = unsupported_post_norm(model)
     if what is not None:
         raise UnsupportedModelError(f"the runtime does not support {what}")
 
@@ -121,7 +137,7 @@ class ModelState:
         self.model = model
         cfg = model.cfg
         self.cfg = cfg
-        _check_supported(cfg)
+        _check_supported(cfg, model)
         self.graph = Graph.from_config(cfg)
         g = self.graph
         self.device = next(model.parameters()).device
@@ -131,6 +147,9 @@ class ModelState:
         self.parallel = g.parallel_attn_mlp
         self.causal = getattr(cfg, "attention_dir", "causal") == "causal"
         self.rotary = getattr(cfg, "positional_embedding_type", "standard") == "rotary"
+        # Gemma-2's RMSNorm on the summed attention output and on the MLP output
+        self.post_norm = (bool(getattr(cfg, "use_normalization_before_and_after", False))
+                          and type(getattr(model.blocks[0], "ln1_post", None)).__name__ == "RMSNorm")
         self.attn_soft_cap = _cap(getattr(cfg, "attn_scores_soft_cap", None))
         self.logit_soft_cap = _cap(getattr(cfg, "output_logits_soft_cap", None))
         # per layer, its sliding window (local attention) or None; [] when no layer is local

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from cbench.runtime.layers import attention, embed, mlp, unembed
+from cbench.runtime.layers import attention, embed, mlp, post_attention, post_heads, unembed
 from cbench.runtime.masks import mix_node_outputs
 from cbench.runtime.run_result import RunResult
 
@@ -50,9 +50,12 @@ def forward_resid(rt: ModelState, tokens, node_mask=None, ablated=None, input_pr
             heads = attention(rt, layer, x, tl_order=True)  # [B, P, H, D]
         else:
             heads = attention(rt, layer, x).permute(1, 2, 0, 3)
-        heads = mix_node_outputs(heads, nm, ablated, f, f + H)
+        if rt.post_norm and nm is None and not keep_acts:  # the model's own arithmetic
+            attn_out = post_attention(rt, layer, heads.sum(2) + blk.attn.b_O)
+        else:
+            heads = mix_node_outputs(post_heads(rt, layer, heads, 2), nm, ablated, f, f + H)
+            attn_out = heads.sum(2) + blk.attn.b_O  # b_O is zero with a post-norm
         f += H
-        attn_out = heads.sum(2) + blk.attn.b_O
         if keep_acts:
             chunks.append(heads.permute(2, 0, 1, 3))
         if rt.has_mlp:
