@@ -11,6 +11,9 @@ Usage::
     python benchmarks/bench_siit_profile.py --case 3 --tracr-dir build/tracr --epochs 2
     python benchmarks/bench_siit_profile.py --case 3 --tracr-dir build/tracr --epochs 2 --json out.json
     python benchmarks/bench_siit_profile.py --case ioi --epochs 2     # the IOI build's trainer
+    python benchmarks/bench_siit_profile.py --case ioi --epochs 2 --algorithm summed --threads 2
+
+``--algorithm`` and ``--threads`` override the settings (the variants of issue 49's IOI item).
 
 The tracr dir holds ``tracr-case-<id>`` artifact directories (``cbench build tracr``, or the
 released ``model_zoo/releases/models/cbench/tracr-case-<id>/<version>``).
@@ -104,7 +107,7 @@ def build_trainer(case: str, tracr_dir: Path, epochs: int):
 ZOO = Path(__file__).resolve().parents[1] / "model_zoo"
 
 
-def build_ioi_trainer(epochs: int, zoo: Path = ZOO):
+def build_ioi_trainer(epochs: int, zoo: Path = ZOO, **overrides):
     """The IOI trainer with the released IOI model's training settings (its meta.json), for ``epochs``."""
     import os
 
@@ -117,17 +120,30 @@ def build_ioi_trainer(epochs: int, zoo: Path = ZOO):
     known = set(TrainingConfig.__dataclass_fields__)
     values = {k: v for k, v in meta["training"].items() if k in known}
     values.update(epochs=epochs, target=1.01, time_limit_s=None, cpu_limit_s=None, lr_decay_epochs=epochs)
+    if overrides.get("algorithm") and overrides["algorithm"] != values.get("algorithm"):
+        for k in ("betas", "lr_end"):  # the other algorithm's defaults
+            values.pop(k, None)
+    values.update({k: v for k, v in overrides.items() if v is not None})
     cfg = TrainingConfig(**values)
     n_rows = meta["training"]["data"]["n_train"] // 8  # 8 counterfactual pairs per generator row
     s = ioi_model.setup(cfg, n_rows)
     return s.trainer, s.data, cfg, s.ll_config
 
 
-def profile(case: str, tracr_dir: Path, epochs: int) -> dict:
+def profile(case: str, tracr_dir: Path, epochs: int, algorithm: str | None = None, threads: int | None = None) -> dict:
     import torch
 
-    trainer, data, cfg, ll_cfg = (build_ioi_trainer(epochs) if case == "ioi"
-                                  else build_trainer(case, tracr_dir, epochs))
+    if case == "ioi":
+        trainer, data, cfg, ll_cfg = build_ioi_trainer(epochs, algorithm=algorithm, threads=threads)
+    else:
+        trainer, data, cfg, ll_cfg = build_trainer(case, tracr_dir, epochs)
+        if algorithm or threads:
+            import dataclasses
+
+            over = {k: v for k, v in {"algorithm": algorithm, "threads": threads}.items() if v is not None}
+            if algorithm and algorithm != cfg.algorithm:
+                over.update(betas=None, lr_end=None)
+            trainer.cfg = cfg = dataclasses.replace(cfg, **over)
     clock = PartClock()
     trainer.evaluate_pairs = clock.wrap("validation (per epoch)", trainer.evaluate_pairs)
     trainer._edge_run = clock.wrap("edge-strictness runs (graph runtime)", trainer._edge_run)
@@ -146,10 +162,13 @@ def profile(case: str, tracr_dir: Path, epochs: int) -> dict:
         torch.optim.Adam.step = step
     parts = dict(sorted(clock.seconds.items(), key=lambda kv: -kv[1]))
     parts["other (masks, data, Python)"] = total - sum(parts.values())
-    return {"case": case, "algorithm": cfg.algorithm, "source_gradients": cfg.source_gradients,
+    return {"case": case, "algorithm": cfg.algorithm, "threads": cfg.threads, "source_gradients": cfg.source_gradients,
             "edge_strict": cfg.edge_strict, "d_model": ll_cfg["d_model"], "n_layers": ll_cfg["n_layers"],
             "epochs": result.epochs, "cpu_s": round(total, 2), "wall_s": round(wall, 2),
             "cpu_per_epoch_s": round(total / max(1, result.epochs), 2),
+            "wall_per_epoch_s": round(wall / max(1, result.epochs), 2),
+            "history": [{k: h.get(k) for k in ("epoch", "accuracy", "iia", "siia", "edge_siia", "loss_iit", "loss_edge",
+                                               "elapsed_s")} for h in result.history],
             "parts": {k: round(v, 2) for k, v in parts.items()}, "calls": clock.calls}
 
 
@@ -159,14 +178,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tracr-dir", type=Path, default=Path("build/tracr"))
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--algorithm", choices=["algorithm-1", "summed"], default=None, help="override the algorithm")
+    ap.add_argument("--threads", type=int, default=None, help="override the torch thread count")
     args = ap.parse_args(argv)
     if args.case != "ioi" and not (args.tracr_dir / f"tracr-case-{args.case}").is_dir():
         print(f"error: no tracr-case-{args.case} in {args.tracr_dir}", file=sys.stderr)
         return 2
-    r = profile(args.case, args.tracr_dir, args.epochs)
-    print(f"case {r['case']} ({r['algorithm']}, source gradients {r['source_gradients']}, edge strictness "
+    r = profile(args.case, args.tracr_dir, args.epochs, args.algorithm, args.threads)
+    print(f"case {r['case']} ({r['algorithm']}, {r['threads']} thread(s), source gradients {r['source_gradients']}, edge strictness "
           f"{r['edge_strict']}, d_model {r['d_model']}, {r['n_layers']} layers): {r['epochs']} epochs, "
-          f"{r['cpu_s']} s CPU ({r['cpu_per_epoch_s']} s per epoch), {r['wall_s']} s wall")
+          f"{r['cpu_s']} s CPU ({r['cpu_per_epoch_s']} s per epoch), {r['wall_s']} s wall ({r['wall_per_epoch_s']} s per epoch)")
     for name, s in r["parts"].items():
         print(f"  {name:<40} {s:>8.2f} s  {100 * s / r['cpu_s']:5.1f} %")
     if args.json:

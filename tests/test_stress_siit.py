@@ -197,3 +197,47 @@ def test_a_trained_stress_artifact_is_verified_with_the_siit_gates_too(tmp_path)
             "siia", "max_out_of_circuit_node_effect"} <= names
     assert not report.passed and not next(g for g in report.gates if g.name == "accuracy").passed
     assert json.loads((tmp_path / c.name / "high_level" / "meta.json").read_text())["case"] == "stress-neg-1"
+
+
+def test_edge_level_iit_ablates_circuit_edges_in_a_share_of_rows_with_the_high_level_target():
+    """``edge_iit``: in the chosen rows the keep-mask also drops circuit edges (never the invariant
+    ones), and each row's target is the high-level model's output under that very ablation."""
+    from cbench.runtime import CircuitRuntime, edge_names_to_mask
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    d = D.neg_1()
+    hl = S.high_level_model(d)
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=5, d_head=6, d_model=27, d_mlp=16, seed=0))
+    mapping = {"a0.h0": "a0.h2", "a0.h1": "a0.h4"}
+    truth = S.translate(S.circuit_edges(d), mapping)
+    inv = S.translate(sorted(d.marked), mapping)
+    cfg = TrainingConfig(edge_weight=1.0, edge_iit=0.5)
+    t = SIITTrainer(hl, ll, mapping, "categorical", cfg, truth_edges=truth, invariant_edges=inv,
+                    objective=DistributionObjective())
+    gen = torch.Generator().manual_seed(0)
+    B = 400
+    base = torch.randint(1, 9, (B, 5), generator=gen)
+    source = torch.randint(1, 9, (B, 5), generator=gen)
+    base[:, 0] = source[:, 0] = 0
+    keep0 = t._edge_masks(B, gen)
+    keep, target = t._edge_iit(keep0, base, source, gen)
+    g = t.runtime.graph
+    circuit_cols = [g.edge_index(e) for e in sorted(set(truth) - set(inv))]
+    other = [i for i in range(g.n_edges) if i not in circuit_cols]
+    assert torch.equal(keep[:, other], keep0[:, other])  # only circuit edges are added
+    assert bool((keep0[:, circuit_cols] == 1).all())
+    dropped = (keep[:, circuit_cols] == 0).any(1)
+    assert 0.4 < float(dropped.float().mean()) < 0.6
+    assert not {g.edge_index(e) for e in inv} & set(circuit_cols)  # the invariant ones: edge strictness's, untouched
+    hl_rt = CircuitRuntime(hl)
+    back = {v: k for k, v in mapping.items()}
+    for b in torch.nonzero(dropped).flatten()[:5].tolist():
+        names = [g.edges[i].name for i in circuit_cols if keep[b, i] == 0]
+        hl_names = [S.translate(n, back) for n in names]
+        hk = torch.as_tensor(~edge_names_to_mask(hl_rt.graph, hl_names), dtype=hl_rt.dtype)
+        with torch.no_grad():
+            out = hl_rt.run(base[b:b + 1], source=source[b:b + 1], edge_mask=hk, ablation="resample").output
+        assert torch.allclose(target[b], torch.log_softmax(out[0, 1:], -1), atol=1e-5)
+    clean_rows = torch.nonzero(~dropped).flatten()
+    with torch.no_grad():
+        assert torch.allclose(target[clean_rows], torch.log_softmax(hl(base[clean_rows])[:, 1:], -1), atol=1e-5)

@@ -65,6 +65,12 @@ class TrainingConfig:
     # such as redundant paths or a primary and its backup, changes its output under no single one)
     iit_sets: str = "single"
     min_epochs: int = 0  # early stop no sooner than this epoch (the targets may hold before a soft objective is met)
+    # edge-level IIT (a high-level model with a graph, such as a hand-set one): this share of the
+    # edge-strictness examples also resample-ablates a random non-empty set of the circuit's edges
+    # (those the high-level model does not ignore), with the high-level model's output under the
+    # same ablation as the target, so each circuit edge carries what its high-level edge carries
+    # (node IIT alone lets a node's effect run through an edge outside the circuit and back); 0: off
+    edge_iit: float = 0.0
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -75,6 +81,10 @@ class TrainingConfig:
             raise ValueError(f"label_balance must be between 0 and 1 (got {self.label_balance})")
         if self.edge_sources not in EDGE_SOURCES:
             raise ValueError(f"unknown edge sources {self.edge_sources!r} ({', '.join(EDGE_SOURCES)})")
+        if not 0.0 <= self.edge_iit <= 1.0:
+            raise ValueError(f"edge_iit must be between 0 and 1 (got {self.edge_iit})")
+        if self.edge_iit > 0 and self.edge_weight <= 0:
+            raise ValueError("edge_iit needs edge strictness (edge_weight > 0)")
         if self.iit_sets not in IIT_SETS:
             raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
         if self.edge_sampling not in EDGE_SAMPLINGS:

@@ -54,7 +54,7 @@ class Evaluation:
         self.ll.eval()
         n_hl, n_na = len(self.hl_nodes), len(self.non_aligned)
         agree_acc, agree_iia, agree_siia, count = 0.0, np.zeros(n_hl), np.zeros(n_na), 0
-        agree_edge, agree_inv = 0.0, 0.0
+        agree_edge, agree_inv, agree_edge_iia = 0.0, 0.0, 0.0
         for base, source in pairs:
             B = len(base)
             y_b = self._target(self.hl_f(base), base)
@@ -73,6 +73,22 @@ class Evaluation:
                 outs = (self._edge_run(base, source, keep, ll_src) for keep in self._invariant_keeps(B))
                 held = [self._same(o, clean) if self.objective is None else self._agree(o, y_b) for o in outs]
                 agree_inv += min(held, default=1.0) * B
+            if self.cfg.edge_strict and self.cfg.edge_iit > 0:  # each circuit edge ablated alone, both models
+                hl_rt, (ll_idx, hl_idx) = self._edge_iit_setup()
+                n_e = len(ll_idx)
+                if n_e:
+                    idx = torch.arange(B).repeat(n_e)
+                    keep = torch.ones(n_e * B, self.runtime.n_edges)
+                    hl_keep = torch.ones(n_e * B, hl_rt.n_edges)
+                    rows = torch.arange(n_e).repeat_interleave(B)
+                    keep[torch.arange(n_e * B), ll_idx[rows]] = 0.0
+                    hl_keep[torch.arange(n_e * B), hl_idx[rows]] = 0.0
+                    tiled, tiled_src = base[idx], source[idx]
+                    y_e = self._target(hl_rt.run(tiled, source=tiled_src, edge_mask=hl_keep,
+                                                 ablation="resample").output, tiled)
+                    agree_edge_iia += self._agree(self._edge_run(tiled, tiled_src, keep, ll_src.index(idx)), y_e) * B
+                else:
+                    agree_edge_iia += B
             # rows: hl node j for j < n_hl, then non-aligned node k
             per = max(1, chunk // B)
             rows = list(range(n_hl + n_na))
@@ -111,6 +127,8 @@ class Evaluation:
                 # ignored ground-truth edges ablated one at a time
                 "edge_siia": min(agree_edge, agree_inv) / count if self.cfg.edge_strict else 1.0,
                 "invariant_edge_same": agree_inv / count if self.cfg.edge_strict else 1.0,
+                # edge-level IIA: each circuit edge ablated alone in both models, the outputs agree
+                "edge_iia": agree_edge_iia / count if self.cfg.edge_strict and self.cfg.edge_iit > 0 else 1.0,
                 "iia": float(iia_nodes.mean()) if n_hl else 1.0,
                 "siia": float(siia_nodes.mean()) if n_na else 1.0,
                 "min_siia_node": float(siia_nodes.min()) if n_na else 1.0,

@@ -151,6 +151,47 @@ class Interventions:
             return rt.run(base, edge_mask=keep, ablated=ablated).output
         return rt.run(base, source=source, edge_mask=keep, ablation="resample").output
 
+    def _edge_iit_setup(self):
+        """The circuit edges edge-level IIT ablates (ground truth minus the invariant edges), as
+        indices into the low-level and the high-level runtime's edges (through the inverse of the
+        correspondence), and the high-level runtime."""
+        if getattr(self, "_hl_rt", None) is None:
+            from cbench.graph.graph import edge_name, parse_edge_name
+            from cbench.runtime import CircuitRuntime
+
+            rt = self.runtime
+            self._hl_rt = CircuitRuntime(self.hl)
+            back = {ll: hl for hl, ll in self.corr.items()}
+            ll_idx, hl_idx = [], []
+            for e in sorted(set(self.truth_edges) - set(self.invariant_edges)):
+                src, dst, qkv = parse_edge_name(e)
+                hl_e = edge_name(back.get(src, src), back.get(dst, dst), qkv)
+                if not self._hl_rt.graph.has_edge(hl_e):
+                    raise ValueError(f"edge-level IIT: {e} stands for {hl_e}, which the high-level graph lacks")
+                ll_idx.append(rt.graph.edge_index(e))
+                hl_idx.append(self._hl_rt.graph.edge_index(hl_e))
+            self._iit_edges = (torch.tensor(ll_idx, dtype=torch.long), torch.tensor(hl_idx, dtype=torch.long))
+        return self._hl_rt, self._iit_edges
+
+    def _edge_iit(self, keep: torch.Tensor, base: torch.Tensor, source: torch.Tensor, gen: torch.Generator):
+        """``keep`` (the edge-strictness masks) with a random non-empty set of circuit edges also
+        ablated in a share ``edge_iit`` of the examples, and the target of every example: the
+        high-level model's output with the same circuit edges resample-ablated (no gradients)."""
+        hl_rt, (ll_idx, hl_idx) = self._edge_iit_setup()
+        B, n = keep.shape[0], len(ll_idx)
+        hl_keep = torch.ones(B, hl_rt.n_edges)
+        if n:
+            rows = torch.rand(B, generator=gen) < self.cfg.edge_iit
+            pick = torch.rand(B, n, generator=gen) < torch.rand(B, 1, generator=gen)
+            pick[torch.arange(B), torch.randint(n, (B,), generator=gen)] = True  # never empty
+            pick &= rows[:, None]
+            keep = keep.clone()
+            keep[:, ll_idx] = keep[:, ll_idx] * (~pick).to(keep.dtype)
+            hl_keep[:, hl_idx] = (~pick).to(hl_keep.dtype)
+        with torch.no_grad():
+            out = hl_rt.run(base, source=source, edge_mask=hl_keep, ablation="resample").output
+        return keep, self._target(out, base)
+
     def _complement_keep(self, B: int) -> torch.Tensor:
         keep = torch.ones(B, self.runtime.n_edges)
         keep[:, self.out_edges] = 0.0

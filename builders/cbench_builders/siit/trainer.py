@@ -309,6 +309,8 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             return True
         if cfg.edge_strict and metrics["edge_siia"] < cfg.edge_target:
             return False
+        if cfg.edge_iit > 0 and metrics.get("edge_iia", 1.0) < cfg.target:
+            return False
         return metrics["siia"] >= cfg.target and metrics["min_siia_node"] >= cfg.node_target
 
     def _step(self, opt, base, source, y_b, gen) -> np.ndarray:
@@ -323,10 +325,13 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         strict = cfg.siit_weight > 0 and len(self.non_aligned) > 0
         strict_mask = self._strict_mask(B, gen) if strict else None
         edge_keep = self._edge_masks(B, gen) if cfg.edge_strict else None
+        y_edge = y_b
+        if edge_keep is not None and cfg.edge_iit > 0:  # edge-level IIT on the circuit's edges too
+            edge_keep, y_edge = self._edge_iit(edge_keep, base, source, gen)
         out = np.zeros(4)
         if cfg.algorithm == "algorithm-1":
             parts = [(0, iit_mask, y_iit, cfg.iit_weight), (1, strict_mask, y_b, cfg.siit_weight),
-                     (2, None, y_b, cfg.behavior_weight), (3, edge_keep, y_b, cfg.edge_weight)]
+                     (2, None, y_b, cfg.behavior_weight), (3, edge_keep, y_edge, cfg.edge_weight)]
             for i, mask, target, weight in parts:
                 if weight <= 0 or (i == 1 and not strict) or (i == 3 and edge_keep is None):
                     continue
@@ -354,7 +359,7 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             total = total + loss * weight
             out[i] = loss.item()
         if edge_keep is not None:  # the source's node outputs from ll_src (edge_sources "shared")
-            loss = self._loss(self._edge_run(base, source, edge_keep, ll_src), y_b)
+            loss = self._loss(self._edge_run(base, source, edge_keep, ll_src), y_edge)
             total = total + loss * cfg.edge_weight
             out[3] = loss.item()
         opt.zero_grad(set_to_none=True)

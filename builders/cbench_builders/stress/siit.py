@@ -48,10 +48,12 @@ TRAINING = {
     "batch_size": 256, "epochs": 150, "iit_weight": 1.0, "siit_weight": 1.0, "behavior_weight": 1.0,
     "strict_prob": 0.5, "edge_weight": 1.0, "edge_sampling": "mixed", "source_gradients": True,
     "target": 1.0, "edge_target": 1.0, "eval_pairs": 1000, "iit_sets": "mixed", "min_epochs": 40,
-    "train_size": 4096, "pairs_per_epoch": 4096,
+    "train_size": 4096, "pairs_per_epoch": 4096, "edge_iit": 0.5,
 }
 DEVIATION = ("a stress design as the high-level model, not a Tracr program: the objective is the high-level "
-             "output distribution (KL), and IIT interchanges sets of high-level nodes as well as single ones")
+             "output distribution (KL), IIT interchanges sets of high-level nodes as well as single ones, and half "
+             "of the edge-strictness examples also ablate circuit edges, with the high-level model's output under "
+             "the same ablation as the target (edge-level IIT)")
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,7 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
         "invariant_edges": run.invariant_edges, "epochs_trained": res.epochs, "reached_target": res.reached_target,
         "kept_epoch": res.best_epoch, "training_cpu_s": round(res.training_cpu_s, 3),
         "correspondence": "seeded random head of the same layer; MLP to the same layer's MLP",
-        "history": [{k: h.get(k) for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "edge_siia",
+        "history": [{k: h.get(k) for k in ("epoch", "accuracy", "iia", "siia", "min_siia_node", "edge_siia", "edge_iia",
                                            "loss_iit", "loss_strict", "loss_edge", "elapsed_s")} for h in res.history],
     })
     metrics = {k: res.metrics.get(k) for k in ("accuracy", "iia", "siia")}
@@ -333,6 +335,54 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
     return Outcome(c.name, report.passed, path, res.epochs, res.training_time_s, res.training_cpu_s, report, failures)
 
 
+def _latest(root: Path) -> Path:
+    return max((d for d in root.iterdir() if d.is_dir() and d.name.startswith("v")),
+               key=lambda d: tuple(int(x) for x in d.name[1:].split(".")))
+
+
+def counterpart_dataset(out: Path, built: Path, names: list[str], zoo: Path, echo=click.echo) -> Path:
+    """``cbench/stress-counterfactuals`` with every config of its newest release (copied byte for
+    byte) and one config per counterpart in ``built`` (the splits' rows as for a hand-set model,
+    :func:`cbench_builders.stress.dataset.split_table`, labelled with the trained model's answers)."""
+    import json
+    import shutil
+
+    from cbench.artifacts.model import read_model_artifact
+    from cbench_builders.release.cards import render_card, size_category
+    from cbench_builders.release.parquet import write_parquet
+    from cbench_builders.stress.dataset import REPO, ROWS, SPLITS, data_file, split_table
+
+    released = _latest(zoo / "releases" / "datasets" / REPO)
+    models = zoo / "releases" / "models" / "cbench"
+    configs = []
+    for d in sorted(p for p in released.iterdir() if p.is_dir()):
+        if d.name in names:
+            continue
+        shutil.copytree(d, out / d.name, dirs_exist_ok=True)
+        meta = json.loads((_latest(models / d.name) / "meta.json").read_text())
+        configs.append({"name": d.name, "mechanism": meta["high_level"]["mechanism"], "description": meta["description"],
+                        "splits": [{"name": s, "path": data_file(d.name, s), "rows": ROWS} for s in SPLITS]})
+    for name in names:
+        art = read_model_artifact(Path(built) / name)
+        model = art.load_model(tokenizer=False)
+        for split in SPLITS:
+            write_parquet(split_table(model, art.meta, split, ROWS), out / data_file(name, split))
+        configs.append({"name": name, "mechanism": art.meta["high_level"]["mechanism"],
+                        "description": art.meta["description"],
+                        "splits": [{"name": s, "path": data_file(name, s), "rows": ROWS} for s in SPLITS]})
+        echo(f"{name}: {len(SPLITS)} x {ROWS} pairs")
+    configs.sort(key=lambda c: c["name"])
+    vocab = [t for t in json.loads((_latest(models / "stress-or-1") / "meta.json").read_text())["input_tokens"]
+             if t != "BOS"]
+    text = render_card("dataset_stress", {"repo": REPO, "configs": configs, "rows": ROWS,
+                                          "size_category": size_category(ROWS * len(SPLITS) * len(configs)),
+                                          "vocab": vocab}, data_root=out)
+    card = out / "README.md"
+    card.write_text(text)
+    echo(f"{REPO}: {len(configs)} configs ({released.name}'s and {len(names)} counterparts) in {out}")
+    return card
+
+
 @click.command("stress-siit")
 @click.option("--out", "out_dir", default="build/stress", type=click.Path(path_type=Path), show_default=True,
               callback=check_out_tree, help="where the trained models are written (beside the hand-set ones)")
@@ -345,8 +395,12 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
 @click.option("--keep-failed", is_flag=True, help="write a model whose gates do not all hold (marked so)")
 @click.option("--n-pairs", default=1000, show_default=True, type=click.IntRange(50, 100_000),
               help="pairs per set for the gates")
+@click.option("--dataset-out", type=click.Path(path_type=Path), default=None, callback=check_out_tree,
+              help="instead of training: write cbench/stress-counterfactuals here, the newest release's configs "
+                   "and one per counterpart already in --out")
 def build_stress_siit_cmd(out_dir: Path, only: str | None, checkpoint_dir: Path | None, epochs: int | None,
-                          min_epochs: int | None, lr: float | None, keep_failed: bool, n_pairs: int):
+                          min_epochs: int | None, lr: float | None, keep_failed: bool, n_pairs: int,
+                          dataset_out: Path | None):
     """Train the stress tier's SIIT counterparts (a hand-set design as the high-level model), gate
     them like the hand-set models plus the SIIT release gates, and write those that pass."""
     names = list(COUNTERPARTS) if only is None else [s.strip() for s in only.split(",") if s.strip()]
@@ -354,6 +408,14 @@ def build_stress_siit_cmd(out_dir: Path, only: str | None, checkpoint_dir: Path 
     if not names or unknown:
         raise UsageError(f"--only {only!r}: unknown counterpart(s) {', '.join(unknown) or '(none given)'}; "
                          f"known: {', '.join(COUNTERPARTS)}")
+    if dataset_out is not None:
+        from cbench.hub.zoo import zoo_dir
+
+        have = [n for n in names if (out_dir / n / "meta.json").is_file()]
+        if not have:
+            raise UsageError(f"--dataset-out: no counterpart is built in {out_dir}")
+        counterpart_dataset(dataset_out, out_dir, have, Path(zoo_dir()))
+        return
     overrides = {"epochs": epochs, "min_epochs": min_epochs, "lr": lr, "lr_end": None if lr is None else lr / 5}
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = []
@@ -362,7 +424,7 @@ def build_stress_siit_cmd(out_dir: Path, only: str | None, checkpoint_dir: Path 
 
         def log(m, name=name):
             click.echo(f"  {name} epoch {m['epoch']}: acc {m['accuracy']:.4f} IIA {m['iia']:.4f} SIIA {m['siia']:.4f} "
-                       f"min node {m['min_siia_node']:.4f} edge {m['edge_siia']:.4f} loss iit {m['loss_iit']:.4g} "
+                       f"min node {m['min_siia_node']:.4f} edge {m['edge_siia']:.4f} edge IIA {m['edge_iia']:.4f} loss iit {m['loss_iit']:.4g} "
                        f"edge {m['loss_edge']:.4g} ({m['elapsed_s']:.0f} s)", err=True)
 
         o = train_counterpart(COUNTERPARTS[name], out_dir, checkpoint_dir, overrides, n_pairs, keep_failed, log)
