@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,40 +24,112 @@ def model_label(model) -> str:
     return re.sub(r"[^0-9A-Za-z_.-]", "-", name)[:64] or "model"
 
 
-def run_model_discovery(model, data, method: str, hp: Mapping[str, Any], metric: str | None = None, *,
-                        dtype: str = "float32", device: str | None = None, n_examples: int | None = None,
-                        progress: bool = False) -> Discovery:
-    """Run ``method`` (hyperparameters from :func:`discovery_hyperparameters`) on ``model`` with
-    the pairs ``data`` (a CSV path or TaskData). The document is an edge-scores document whose
-    ``case`` is the model's name and whose model kind is ``pretrained`` (outside the released
-    schema's kinds, which name cbench's own models)."""
+@dataclass
+class RealModel:
+    """A real model resolved once for every command (``--model``/``--data``/``--dtype``/``--device``):
+    the loaded ``HookedTransformer``, its runtime, the pairs, and what documents say about it. It
+    stands where a case's model artifact stands in scoring (``case``, ``graph``, ``circuit``
+    (none), ``path``, ``model_kind``, ``meta``), so ``evaluate``, ``test-circuit``,
+    ``adversarial``, ``ablate`` and ``bench`` take it in place of a case (:func:`resolve_model`)."""
+
+    label: str  #: the model's short name (a document's ``case``)
+    given: Any  #: what the caller passed (a directory, a hub name, a model object)
+    model: Any  #: the HookedTransformer
+    runtime: Any  #: its CircuitRuntime
+    data: Any  #: the pairs (TaskData)
+    dtype: str = "float32"
+
+    @property
+    def case(self) -> str:
+        return self.label
+
+    @property
+    def graph(self):
+        return self.runtime.graph
+
+    circuit = None  # a real model has no ground-truth circuit
+    model_kind = "pretrained"
+
+    @property
+    def path(self) -> str:
+        return str(self.given) if isinstance(self.given, (str, os.PathLike)) else f"<{type(self.given).__name__}>"
+
+    @property
+    def meta(self) -> dict:
+        return {"case": self.label, "task_type": "categorical"}
+
+    @property
+    def task_type(self) -> str:
+        return "categorical"
+
+    @property
+    def ref(self) -> dict:
+        """The ``model`` entry of its documents: a hub name as ``repo``, kind ``pretrained``."""
+        hub_name = isinstance(self.given, str) and not Path(self.given).exists()
+        return {"repo": self.given if hub_name else None, "revision": None, "kind": "pretrained"}
+
+    @property
+    def answer_metric(self) -> str | None:
+        """``logit_diff`` when the pairs carry (correct, incorrect) answers, else None."""
+        lab = self.data.labels
+        return "logit_diff" if lab is not None and lab.dim() == 2 and lab.shape[1] == 2 else None
+
+    def scoring_inputs(self, n_examples: int | None = None):
+        """``(ScoringCase, TaskData)`` for the scoring functions (the first ``n_examples`` pairs)."""
+        from cbench.scoring.task import ScoringCase
+
+        sc = ScoringCase(case=self.label, runtime=self.runtime, meta=self.meta, circuit=None, artifact=self,
+                         source=self.path)
+        data = self.data if n_examples is None else self.data.subset(n_examples)
+        return sc, data
+
+
+def resolve_model(model, data, *, dtype: str = "float32", device: str | None = None,
+                  n_examples: int | None = None, check_memory: bool = True) -> RealModel:
+    """Load ``model`` (a ``HookedTransformer``, a checkpoint directory or a hub name), build its
+    runtime (refusing in one line what it cannot run) and read the pairs ``data`` (a file,
+    see :func:`cbench.tasks.user_data.read_pairs`, or TaskData); ``check_memory``: refuse in
+    one line a run that cannot fit the device."""
     from cbench.artifacts.pretrained import load_model
-    from cbench.discovery import discover as run_discover
-    from cbench.discovery import to_edge_scores_document
     from cbench.runtime import CircuitRuntime
     from cbench.tasks.data import TaskData
-    from cbench.tasks.pairs_csv import read_pairs_csv
 
     tl_model = load_model(model, dtype=dtype)
     rt = CircuitRuntime(tl_model, device=device)  # refuses what the runtime cannot run, in one line
     if not isinstance(data, TaskData):
         if data is None:
-            raise UsageError("a real model needs its pairs: --data PAIRS.csv (EAP-IG's layout: clean, corrupted"
-                             "[, correct_idx, incorrect_idx])")
+            raise UsageError("a real model needs its pairs: --data FILE (EAP-IG's CSV layout: clean, corrupted"
+                             "[, correct_idx, incorrect_idx]; or JSONL with those fields)")
+        from cbench.tasks.pairs_csv import read_pairs_csv
+
         data = read_pairs_csv(data, getattr(tl_model, "tokenizer", None), n_examples)
     elif n_examples is not None:
         data = data.subset(n_examples)
-    from cbench.runtime.memory import check_fits
+    if check_memory:
+        from cbench.runtime.memory import check_fits
 
-    check_fits(rt, data.n_examples, int(data.base.shape[1]))  # refuses in one line what cannot fit
-    if metric is None and data.labels is not None and data.labels.dim() == 2 and data.labels.shape[1] == 2:
-        metric = "logit_diff"
+        check_fits(rt, data.n_examples, int(data.base.shape[1]))  # refuses in one line what cannot fit
+    return RealModel(model_label(model), model, tl_model, rt, data, str(dtype))
+
+
+def run_model_discovery(model, data, method: str, hp: Mapping[str, Any], metric: str | None = None, *,
+                        dtype: str = "float32", device: str | None = None, n_examples: int | None = None,
+                        progress: bool = False) -> Discovery:
+    """Run ``method`` (hyperparameters from :func:`discovery_hyperparameters`) on ``model`` (or a
+    :class:`RealModel`) with the pairs ``data`` (a file or TaskData). The document is an
+    edge-scores document whose ``case`` is the model's name and whose model kind is
+    ``pretrained``."""
+    from cbench.discovery import discover as run_discover
+    from cbench.discovery import to_edge_scores_document
+
+    rm = model if isinstance(model, RealModel) else resolve_model(model, data, dtype=dtype, device=device,
+                                                                   n_examples=n_examples)
+    if metric is None:
+        metric = rm.answer_metric
     t0 = time.perf_counter()
-    result = run_discover(rt, data, method, hp, metric, progress=progress)
-    hub_name = isinstance(model, str) and not Path(model).exists()
-    ref = {"repo": model if hub_name else None, "revision": None, "kind": "pretrained"}
-    doc = to_edge_scores_document(result, model_label(model), ref, d_model=int(tl_model.cfg.d_model))
-    return Discovery(result, data, rt.n_edges, doc, time.perf_counter() - t0)
+    result = run_discover(rm.runtime, rm.data, method, hp, metric, progress=progress)
+    doc = to_edge_scores_document(result, rm.label, rm.ref, d_model=int(rm.model.cfg.d_model))
+    return Discovery(result, rm.data, rm.runtime.n_edges, doc, time.perf_counter() - t0)
 
 
 def discover_model(model, method: str, data, *, params: Mapping[str, Any] | None = None, metric: str | None = None,

@@ -32,6 +32,8 @@ def scoring_data(artifact, split: str, n_examples: int | None, sampled: bool, se
     the model as a graph and ``n_examples`` pairs of ``split`` (sampled from meta.json when ``sampled``)."""
     from cbench.scoring.task import case_from_artifact, pair_data
 
+    if hasattr(artifact, "scoring_inputs"):  # a real model (api/real_models.RealModel): its own pairs
+        return artifact.scoring_inputs(n_examples)
     case = case_from_artifact(artifact)
     return case, pair_data(case, split=split, n=n_examples, seed=seed, sampled=sampled)
 
@@ -187,7 +189,8 @@ class Submission:
 
 
 def load_submission(submission: Any, case: Any = None, *, case_option: str = "case=", revision: str | None = None,
-                    endpoint: str | None = None, hub: str | os.PathLike | None = None) -> Submission:
+                    endpoint: str | None = None, hub: str | os.PathLike | None = None,
+                    model: Any = None) -> Submission:
     """Read ``submission`` (a path, a document or a DiscoveryResult), check it against its schema
     and resolve its case: ``case``, else the model the document names. A MIB/EAP-IG graph file
     needs ``case`` for cbench's metadata. ``case_option`` is how messages tell the caller to pass
@@ -197,6 +200,8 @@ def load_submission(submission: Any, case: Any = None, *, case_option: str = "ca
     from cbench.api.results import DiscoveryResult
 
     def resolve(spec):
+        if model is not None:  # a real model (api/real_models.RealModel) stands for the case
+            return model
         return resolve_case(spec, revision=revision, endpoint=endpoint, hub=hub).artifact
 
     if case is None and isinstance(submission, DiscoveryResult):
@@ -207,7 +212,7 @@ def load_submission(submission: Any, case: Any = None, *, case_option: str = "ca
 
         doc, source = read_graph_json(submission), str(submission)
         if is_mib_graph(doc):  # MIB/EAP-IG's own file: the case gives the cbench metadata
-            if case is None:
+            if case is None and model is None:
                 raise UsageError(f"{source} is a MIB/EAP-IG graph file without cbench's metadata; pass {case_option} "
                                  "(a model artifact directory or case name)")
             artifact = resolve(case)
@@ -221,6 +226,8 @@ def load_submission(submission: Any, case: Any = None, *, case_option: str = "ca
         v = violations[0]
         more = f" (and {len(violations) - 1} more problems)" if len(violations) > 1 else ""
         raise SchemaError(f"{source}: {v.path}: {v.message}{more}")
+    if artifact is None and model is not None:
+        artifact = model
     if artifact is None:
         if case is None:
             case = _case_of_model(doc.get("model") or {})

@@ -17,6 +17,7 @@ from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.options import SEED_TYPE, n_examples_option, split_option
+from cbench.cli.model_opts import check_model_args, model_options, resolve_cli_model
 from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CacheDamagedError, CbenchError, UsageError
 
@@ -154,7 +155,7 @@ def _names(value: str | None) -> list[str]:
 
 
 @click.command()
-@click.argument("case")
+@click.argument("case", required=False)
 @click.option("--nodes", default=None, metavar="N1,N2", help="nodes to ablate, e.g. a0.h1,m1")
 @click.option("--edges", default=None, metavar="E1,E2", help="edges to ablate, e.g. 'input->a0.h0<v>,a0.h0->logits'")
 @click.option("--kind", type=click.Choice(["resample", "mean", "zero"]), default="resample", show_default=True)
@@ -167,12 +168,19 @@ def _names(value: str | None) -> list[str]:
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--sampled", is_flag=True, help="use inputs sampled from meta.json")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
-def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examples, seed, sampled, as_json):
-    """Output, accuracy and metric of CASE with nodes or edges ablated (or per-node effects)."""
+@model_options
+def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examples, seed, sampled, as_json,
+           model=None, data_file=None, dtype="float32", device=None):
+    """Output, accuracy and metric of CASE (or a real --model on its --data pairs) with nodes or
+    edges ablated (or per-node effects)."""
     node_list, edge_list = _names(nodes), _names(edges)
+    check_model_args(case, model, data_file, dtype, device)
     if not effects and not node_list and not edge_list and not complement:
         raise UsageError("name what to ablate with --nodes or --edges (or use --node-effects)")
-    art, _ref = resolve_case(case)
+    if model is not None:
+        art = resolve_cli_model(model, data_file, dtype, device, n_examples)
+    else:
+        art, _ref = resolve_case(case)
     g = art.graph
     for n in node_list:
         g.node(n)
@@ -188,8 +196,11 @@ def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examp
     from cbench.scoring.ablation import ablate as run_ablate, node_effects
     from cbench.runtime import CircuitRuntime
 
-    data = _data_for(art, split, n_examples, seed, not sampled)
-    rt = CircuitRuntime(art)
+    if model is not None:
+        rt, data = art.runtime, art.data
+    else:
+        data = _data_for(art, split, n_examples, seed, not sampled)
+        rt = CircuitRuntime(art)
     if effects:
         res = node_effects(rt, data, nodes=node_list or None)
         if as_json:

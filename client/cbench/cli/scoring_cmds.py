@@ -20,6 +20,7 @@ from cbench.cli.executor_opts import executor_options
 from cbench.cli.options import (SEED_TYPE, FiniteFloatRange, check_not_empty, check_out,
                                  check_out_dir_parents,
                                  n_examples_option, split_option)
+from cbench.cli.model_opts import case_and_circuit, check_model_args, model_options, resolve_cli_model
 from cbench.cli.output import Output, json_option, out_option
 from cbench.errors import GraphError, SchemaError, UsageError, did_you_mean
 from cbench.files.safe_io import refuse_input_as_output
@@ -61,7 +62,8 @@ def _circuit_edges(path: str, artifact) -> list[str]:
                 raise SchemaError(f"{path}: a circuit list holds edge names (strings), found {bad[0]!r}")
         elif isinstance(doc, dict):
             kind = doc.get("schema")
-            if isinstance(doc.get("case"), str) and str(doc["case"]) != artifact.case:
+            real = getattr(artifact, "model_kind", None) == "pretrained"  # a --model: the graph decides
+            if isinstance(doc.get("case"), str) and str(doc["case"]) != artifact.case and not real:
                 raise UsageError(f"{path} is for case {doc['case']!r}, not case {artifact.case!r}")
             if kind == "cbench/edge-scores/v1":
                 from cbench.scoring.ground_truth import check_edge_scores
@@ -203,8 +205,9 @@ def score(case, scores, out, as_json, plot, signed, include_no_signal, protocol,
                    "(MIB E.1); auto: what the submission's method needs (greedy for ifr, else top-n)")
 @protocol_option
 @_data_options
+@model_options
 def evaluate(submission, case_arg, ablation, metric, out, as_json, construction, protocol, n_examples, split, sampled,
-             seed):
+             seed, model=None, data_file=None, dtype="float32", device=None):
     """Validate SUBMISSION against its schema and the case's graph, then score it: edge/node
     AUROC, CPR and CMD for an edge-scores file; faithfulness at each size (CPR for signed
     selections, CMD for absolute ones) for a circuits-at-sizes file."""
@@ -215,7 +218,11 @@ def evaluate(submission, case_arg, ablation, metric, out, as_json, construction,
 
     t0 = time.perf_counter()
     o = Output(as_json, out)
-    sub = load_submission(submission, case_arg, case_option="--case")
+    rm = None
+    if model is not None or data_file or device or dtype != "float32":
+        check_model_args(case_arg, model, data_file, dtype, device, case_name="--case")
+        rm = resolve_cli_model(model, data_file, dtype, device)
+    sub = load_submission(submission, case_arg, case_option="--case", model=rm)
     ev = run_evaluation(sub, ablation=ablation, metric=metric, construction=construction, protocol=protocol,
                         split=split, n_examples=n_examples, sampled=sampled, seed=seed, t0=t0,
                         on_auroc=lambda truth, mib: _echo_truth(o.echo, sub.artifact, sub.doc, truth, mib))
@@ -251,8 +258,8 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
 
 
 @click.command("test-circuit")
-@click.argument("case")
-@click.argument("circuit")
+@click.argument("case", metavar="[CASE]")
+@click.argument("circuit", required=False)
 @click.option("--test", "tests", multiple=True, required=True,
               type=click.Choice(TEST_NAMES + ("all",)), help="which test (repeatable; 'all' runs the five)")
 @click.option("--alpha", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True)
@@ -271,10 +278,14 @@ TEST_NAMES = ("equivalence", "independence", "minimality", "sufficiency", "parti
 @out_option()
 @json_option
 @_data_options
+@model_options
 def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permutations, n_reference, reference,
-                 ablation, metric, out, as_json, n_examples, split, sampled, seed):
+                 ablation, metric, out, as_json, n_examples, split, sampled, seed, model=None, data_file=None,
+                 dtype="float32", device=None):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
-    edges, a list of edge names, or 'truth') on CASE."""
+    edges, a list of edge names, or 'truth') on CASE, or on a real --model with --data."""
+    case, circuit = case_and_circuit(case, circuit, model)
+    check_model_args(case, model, data_file, dtype, device)
     refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
     use_cpu_threads()
     from cbench.scoring import hypothesis_tests as H
@@ -282,8 +293,10 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 
     t0 = time.perf_counter()
     o = Output(as_json, out)
-    artifact = _artifact(case)
+    artifact = _artifact(case) if model is None else resolve_cli_model(model, data_file, dtype, device)
     edges = _circuit_edges(circuit, artifact)
+    if metric is None and model is not None:
+        metric = artifact.answer_metric  # logit_diff with answer ids (the hypothesis-test paper's IOI score)
     if ablation is None:
         ablation = "zero" if artifact.model_kind == "tracr" else "resample"
         o.echo(f"ablation: {ablation} (default for {artifact.model_kind} models; --ablation to change)")
@@ -323,8 +336,8 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 
 # ----------------------------------------------------------------------------- adversarial
 @click.command("adversarial")
-@click.argument("case")
-@click.argument("circuit")
+@click.argument("case", metavar="[CASE]")
+@click.argument("circuit", required=False)
 @click.option("--k", "k_worst", type=click.IntRange(0, 1000), default=10, show_default=True, help="worst pairs to show")
 @click.option("--percentile", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.99, show_default=True)
 @click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.95, show_default=True)
@@ -333,9 +346,14 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 @out_option()
 @json_option
 @_data_options
-def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, as_json, n_examples, split, sampled, seed):
-    """Distribution of KL(model || circuit) over every base x source pair of a split, its
-    percentiles (raw and z-scores), the worst pairs, and the sample size for a percentile bound."""
+@model_options
+def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, as_json, n_examples, split, sampled,
+                seed, model=None, data_file=None, dtype="float32", device=None):
+    """Distribution of KL(model || circuit) over every base x source pair of a split (or of a real
+    --model's --data pairs), its percentiles (raw and z-scores), the worst pairs, and the sample
+    size for a percentile bound."""
+    case, circuit = case_and_circuit(case, circuit, model)
+    check_model_args(case, model, data_file, dtype, device)
     refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
     use_cpu_threads()
     from cbench.scoring.adversarial import adversarial_evaluation
@@ -346,7 +364,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
     o = Output(as_json, out)
     if percentile + margin >= 1:
         raise UsageError(f"--percentile + --margin must be below 1 (got {percentile} + {margin})")
-    artifact = _artifact(case)
+    artifact = _artifact(case) if model is None else resolve_cli_model(model, data_file, dtype, device)
     edges = _circuit_edges(circuit, artifact)
     sc_case, data = scoring_data(artifact, split, n_examples, sampled, seed)
     res = adversarial_evaluation(sc_case, data, circuit_mask(artifact.graph, edges), k_worst=k_worst, metric=metric,
@@ -391,16 +409,21 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @click.option("--protocol", type=click.Choice(["cbench", "mib"]), default="cbench", show_default=True,
               help="mib: run nap, nap-ig, ifr and ugs as MIB's reference code does and build CPR/CMD circuits as it "
                    "does (both AUROC kinds are reported either way; docs/mib-parity.md)")
+@model_options
 def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, as_json, executor, ray_address,
-          workers, protocol="cbench"):
+          workers, protocol="cbench", model=None, data_file=None, dtype="float32", device=None):
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
-    --executor ray the (case, method) tasks run on Ray workers and the files are the same."""
+    --executor ray the (case, method) tasks run on Ray workers and the files are the same.
+    With --model and --data: the methods on that real model, scored by CPR/CMD (no ground truth)."""
     from cbench.cli.executor_opts import make_cli_executor
     from cbench.scoring.bench import run_bench
 
     use_cpu_threads()
     o = Output(as_json)
+    if model is not None or data_file or device or dtype != "float32":
+        _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json)
+        return
     if track == "causal-variables":
         from cbench.localization.track import run_from_cli
 
@@ -414,5 +437,21 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
                             progress="off" if as_json else "auto")  # k of N and an ETA on stderr
         finally:
             ex.close()
+    if as_json:
+        o.emit(doc)
+
+
+def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json) -> None:
+    """``bench --model``: every method (or --methods) on the real model, CPR/CMD and wall time."""
+    from cbench.discovery import METHODS
+    from cbench.scoring.model_bench import run_model_bench
+
+    check_model_args(None, model, data_file, dtype, device)
+    names = [m.strip() for m in methods.split(",") if m.strip()] if methods else sorted(METHODS)
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise UsageError(f"unknown method {unknown[0]!r}" + did_you_mean(unknown[0], sorted(METHODS)))
+    rm = resolve_cli_model(model, data_file, dtype, device, n_examples)
+    doc = run_model_bench(rm, names, out_dir, echo=o.echo)
     if as_json:
         o.emit(doc)

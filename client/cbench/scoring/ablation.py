@@ -62,8 +62,9 @@ class NodeEffect:
 
 
 def _targets(rt: CircuitRuntime, data: TaskData, clean: torch.Tensor) -> torch.Tensor:
-    """y_b: labels if the data has them, else the clean model's predictions."""
-    if data.labels is not None:
+    """y_b: labels if the data has them per position, else the clean model's predictions (also for
+    a real model's (correct, wrong) answer pairs, ``labels [B, 2]``)."""
+    if data.labels is not None and tuple(data.labels.shape) == tuple(data.valid.shape):
         return data.labels
     return clean.argmax(-1) if data.task_type == "categorical" else clean[..., 0]
 

@@ -111,8 +111,9 @@ class _Scorer:
         self.case, self.data, self.ablation, self.positional = case, data, ablation, positional
         name = metric or ("ce" if case.task_type == "categorical" else "mae")
         M.check_metric(name, case.task_type)
-        if name in ("kl", "l2", "logit_diff"):
-            raise UsageError(f"hypothesis tests need a per-example score against labels: ce, mae or mse (got {name!r})")
+        if name in ("kl", "l2"):
+            raise UsageError(f"hypothesis tests need a per-example score against labels: ce, mae, mse or logit_diff "
+                             f"(got {name!r})")
         self.rt = case.runtime
         with torch.no_grad():
             clean = self.rt.clean(data.base)

@@ -115,15 +115,21 @@ def mse(outputs: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> tor
     return _reduce(per_pos, valid)
 
 
-def logit_diff(outputs: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """``labels [B, 2]``: (correct, wrong) class ids, read at each example's last valid position."""
+def logit_diffs(outputs: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Per example ``[..., B]``: ``logit[correct] - logit[wrong]`` at its last valid position
+    (``labels [B, 2]``: (correct, wrong) class ids)."""
     B, P = valid.shape
     last = (torch.arange(P, device=valid.device) * valid).argmax(-1)  # [B]
     out = outputs[..., torch.arange(B, device=outputs.device), last, :]  # [..., B, V]
     lab = labels.long()
     correct = out.gather(-1, lab[:, :1].expand(out.shape[:-1] + (1,)))[..., 0]
     wrong = out.gather(-1, lab[:, 1:2].expand(out.shape[:-1] + (1,)))[..., 0]
-    return -(correct - wrong).mean(-1)
+    return correct - wrong
+
+
+def logit_diff(outputs: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``labels [B, 2]``: (correct, wrong) class ids, read at each example's last valid position."""
+    return -logit_diffs(outputs, labels, valid).mean(-1)
 
 
 _FUNCS = {"kl": kl, "l2": l2, "ce": ce, "mae": mae, "mse": mse, "logit_diff": logit_diff}
@@ -178,8 +184,8 @@ class Metric:
 
     def per_example(self, outputs: torch.Tensor) -> torch.Tensor:
         """Values per example ``[..., B]`` (not averaged over examples)."""
-        if self.name == "logit_diff":
-            raise UsageError("logit_diff has no per-position form")
+        if self.name == "logit_diff":  # minus each example's logit difference
+            return -logit_diffs(outputs, self.reference, self.valid)
         f = _FUNCS[self.name]
         # evaluate with each example as its own 1-example batch by adding a dimension
         return f(outputs.unsqueeze(-3), _unsq(self.reference), self.valid[:, None, :])
