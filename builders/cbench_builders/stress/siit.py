@@ -166,7 +166,7 @@ def circuit_of(c: Counterpart, d: StressDesign, mapping: dict[str, str], graph) 
             "edges": sorted(edges),
             "edge_signal": translate(hl["edge_signal"], mapping),
             "edge_classes": dict(sorted(translate(hl["edge_classes"], mapping).items())),
-            "mechanism": {"kind": d.mechanism, "gates": translate(d.gates, mapping)},
+            "mechanism": translate(hl["mechanism"], mapping),  # whatever form the design's gates take
             "graph": {"n_layers": graph.n_layers, "n_heads": graph.n_heads, "has_mlp": graph.has_mlp,
                       "parallel_attn_mlp": graph.parallel_attn_mlp}}
 
