@@ -17,8 +17,24 @@ each pair set (resample ablation; outputs compared with the model's own clean ou
   for a primary, its backup ablated, and the reverse; for an edge feeding both branches of a
   cancellation, one branch ablated) divided by the floor, at least 1: every labelled edge is used,
   and every edge outside the circuit does less than any edge inside;
-* one or more mechanism gates, each showing numerically that the mechanism is there (see
-  :data:`MECHANISM_GATES`). Each fails on a model without its mechanism (tests).
+* one or more mechanism gates, each showing numerically that the mechanism is there. Each fails on
+  a model without its mechanism (tests).
+
+**Gate spec format** (``circuit.json`` ``mechanism``; issue 45, item 5). ``mechanism.gates`` is a
+list of specs. A spec with ``"kind": "check"`` is one check of the open vocabulary
+(:mod:`cbench.verify.gate_checks`: ablate sets of edges or nodes on a slice of inputs defined by
+token conditions, measure changed answers, KL, margins, attention or norms, reduce over the sets by
+max / min / pool, optionally compare with a second measurement, and hold the value to ``op
+threshold``): each design carries its own checks and thresholds, so a new mechanism needs no code
+here. The ten legacy kinds (``redundancy``, ``backup``, ``negative``, ``cancellation``,
+``saturation``, ``and``, ``decoy``, ``distributed``, ``routing``, ``deep``) of the released models
+are expanded into such checks (:func:`expand`, :data:`MECHANISM_GATES`) and give the figures the
+per-mechanism code gave (``tests/test_gate_checks.py`` checks all 20 released models). Optional
+``mechanism.contexts`` (``{edge: [[edges ablated first], ...]}``) names the ablation contexts in which
+an edge is necessary, for designs whose gates are plain checks; the legacy kinds derive theirs
+(:func:`contexts`). Optional ``floor`` (``{"min_share": x}``) adds the dense-floor gate
+``floor_share_above_resolution``: the share of edges outside the circuit whose exact patching score
+is at or above the numerical resolution of the patching scores (``cbench.scoring.resolution``).
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ import torch
 
 from cbench.errors import UsageError
 from cbench.tasks.data import TaskData
+from cbench.verify.gate_checks import run_check, validate
 from cbench.verify.gates import EdgeSignal, Gate, VerifyReport
 
 MAX_COMPLEMENT = 0.01
@@ -96,6 +113,13 @@ class _Probe:
         kl = (lp.exp() * (lp - lq)).sum(-1)
         return ((kl * self.valid).flatten(1).sum(1).double() / self.valid.sum()).numpy()
 
+    def node_outputs(self) -> torch.Tensor:
+        """The clean node outputs ``[F, B, P, D]`` (computed once)."""
+        if self._acts is None:
+            with torch.no_grad():
+                self._acts = self.rt.node_outputs(self.base)
+        return self._acts
+
     def single_kl(self, edges: Sequence[str]) -> np.ndarray:
         """:meth:`kl` of each edge ablated alone (``[[e] for e in edges]``), by the pass of
         :mod:`cbench.verify.edge_patching` (a forward from each edge's destination on, many edges
@@ -108,166 +132,126 @@ class _Probe:
             raise UsageError(f"mechanism gate names edges the model does not have: {', '.join(unknown)}")
         if not edges or not applies(self.rt):  # a graph of another shape: the masked pass
             return self.kl([[e] for e in edges]) if edges else np.zeros(0)
-        if self._acts is None:
-            with torch.no_grad():
-                self._acts = self.rt.node_outputs(self.base)
         scores = np.zeros(len(edges))
-        for rows, out in single_edge_outputs(self.rt, self._acts, self.ablated, [g.edge_index(e) for e in edges]):
+        for rows, out in single_edge_outputs(self.rt, self.node_outputs(), self.ablated, [g.edge_index(e) for e in edges]):
             scores[rows] = self._kl_from_clean(out)
         return scores
 
 
 # ---------------------------------------------------------------------------- the mechanism gates
-def _redundancy(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
+# The released models' mechanism kinds, each expanded into checks of the open vocabulary
+# (cbench.verify.gate_checks): the same figures as the per-mechanism code they replace.
+def _sets(groups: Mapping[str, Sequence[str]]) -> list[dict]:
+    return [{"label": g, "edges": list(es)} for g, es in groups.items()]
+
+
+def _where(spec: Mapping) -> dict:
+    return {str(k): [int(i) for i in v] for k, v in spec["condition"].items()}
+
+
+def _redundancy(spec: Mapping, t) -> list[dict]:
     groups = dict(spec["groups"])
     need = int(spec.get("need", 2))
-    alone = p.changed(list(groups.values()))
     combos = list(itertools.combinations(groups, need))
-    together = p.changed([[e for g in c for e in groups[g]] for c in combos])
-    worst = max(groups, key=lambda g: alone[list(groups).index(g)])
-    return [("redundancy_each_path_alone", float(alone.max()), f"largest: {worst}"),
-            ("redundancy_paths_together", float(together.min()),
-             f"smallest: {' + '.join(combos[int(together.argmin())])}")]
+    return [check("redundancy_each_path_alone", "changed", _sets(groups), *t("redundancy_each_path_alone"), "max"),
+            check("redundancy_paths_together", "changed",
+                  [{"label": " + ".join(c), "edges": [e for g in c for e in groups[g]]} for c in combos],
+                  *t("redundancy_paths_together"), "min")]
 
 
-def _backup(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
+def _backup(spec: Mapping, t) -> list[dict]:
     primary, backup = list(spec["primary"]), list(spec["backup"])
-    ch = p.changed([primary, backup, primary + backup])
-    return [("backup_primary_alone", float(ch[0]), ""),
-            ("backup_alone", float(ch[1]), ""),
-            ("backup_primary_and_backup", float(ch[2]), "")]
+    return [check("backup_primary_alone", "changed", [{"edges": primary}], *t("backup_primary_alone")),
+            check("backup_alone", "changed", [{"edges": backup}], *t("backup_alone")),
+            check("backup_primary_and_backup", "changed", [{"edges": primary + backup}],
+                  *t("backup_primary_and_backup"))]
 
 
-def _negative(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
-    """Zero-ablating the component raises the margin of the model's answer (its logit minus the
-    largest other) on at least ``min_fraction`` of valid outputs: it works against the answer."""
-    out = p.outputs([list(spec["component"])], ablation="zero")[0]
-    ans = p.clean.argmax(-1, keepdim=True)
-
-    def margin(x):
-        top = x.gather(-1, ans).squeeze(-1)
-        other = x.scatter(-1, ans, float("-inf")).max(-1).values
-        return top - other
-
-    raised = (margin(out) > margin(p.clean) + 1e-4) & p.valid
-    return [("negative_raises_the_answer_when_removed", float(raised.sum() / p.valid.sum()), "")]
+def _negative(spec: Mapping, t) -> list[dict]:
+    """Zero-ablating the component raises the margin of the model's answer on at least
+    ``min_fraction`` of valid outputs: it works against the answer."""
+    return [check("negative_raises_the_answer_when_removed", "margin_raised", [{"edges": list(spec["component"])}],
+                  *t("negative_raises_the_answer_when_removed"), ablation="zero")]
 
 
-def _cancellation(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
+def _cancellation(spec: Mapping, t) -> list[dict]:
     a, b = list(spec["a"]), list(spec["b"])
-    ch = p.changed([a, b, a + b])
-    return [("cancellation_each_alone", float(min(ch[0], ch[1])), ""),
-            ("cancellation_together", float(ch[2]), "")]
+    return [check("cancellation_each_alone", "changed", [{"label": "a", "edges": a}, {"label": "b", "edges": b}],
+                  *t("cancellation_each_alone"), "min", detail=""),
+            check("cancellation_together", "changed", [{"edges": a + b}], *t("cancellation_together"))]
 
 
-def _saturation(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
-    """Through TransformerLens's own forward (not the runtime): the head's largest attention
-    weight per query position."""
-    layer, head = _parse_head(spec["head"])
-    model = p.rt.model
-    with torch.no_grad():
-        _, cache = model.run_with_cache(p.base, names_filter=f"blocks.{layer}.attn.hook_pattern")
-    pattern = cache[f"blocks.{layer}.attn.hook_pattern"][:, head]  # [B, Q, K]
-    top = pattern.max(-1).values  # [B, Q]
-    sat = ((top >= float(spec.get("min_attention", 0.99))) & p.valid).sum() / p.valid.sum()
-    q = p.changed([list(spec["query_edges"])])
-    return [("saturation_share_saturated", float(sat), ""),
-            ("saturation_query_patch_changes", float(q[0]), "")]
+def _saturation(spec: Mapping, t) -> list[dict]:
+    return [check("saturation_share_saturated", "attention_top", [{"head": spec["head"]}],
+                  *t("saturation_share_saturated"), min_attention=float(spec.get("min_attention", 0.99))),
+            check("saturation_query_patch_changes", "changed", [{"edges": list(spec["query_edges"])}],
+                  *t("saturation_query_patch_changes"))]
 
 
-def _parse_head(name: str) -> tuple[int, int]:
-    layer, head = name[1:].split(".h")
-    return int(layer), int(head)
+def _and(spec: Mapping, t) -> list[dict]:
+    """Ablating an input's edges (resample) changes the answer where the AND holds on the base but
+    not with that input's token taken from the source, and changes nothing where it holds in neither."""
+    where = _where(spec)
+
+    def sets(on: bool) -> list[dict]:
+        out = []
+        for pos, edges in spec["inputs"].items():
+            mixed = {"tokens": "mixed", "at": [int(pos)], "where": where, "holds": False}
+            out.append({"label": f"input {pos}", "edges": list(edges),
+                        "slice": [{"tokens": "base", "where": where, "holds": on}, mixed]})
+        return out
+
+    return [check("and_breaks_when_an_input_is_ablated", "changed", sets(True),
+                  *t("and_breaks_when_an_input_is_ablated"), "pool"),
+            check("and_silent_where_it_does_not_hold", "changed", sets(False),
+                  *t("and_silent_where_it_does_not_hold"), "pool")]
 
 
-def _and(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
-    """``inputs`` maps each input's position to the edges that carry it. Ablating an input's
-    edges (resample) changes the answer where the AND holds on the base but not with that
-    input's token taken from the source, and changes nothing where the AND holds in neither."""
-    holds = _condition(spec)
-    hb = holds(p.base)
-    positions = [int(k) for k in spec["inputs"]]
-    out = p.outputs([list(v) for v in spec["inputs"].values()])
-    ch = (out.argmax(-1) != p.clean.argmax(-1)) & p.valid  # [n_inputs, B, P]
-    on_n = on_c = off_n = off_c = 0
-    for i, pos in enumerate(positions):
-        mixed = p.base.clone()
-        mixed[:, pos] = p.data.source[:, pos]
-        hm = holds(mixed)
-        on = (hb & ~hm)[:, None] & p.valid
-        off = (~hb & ~hm)[:, None] & p.valid
-        on_n, on_c = on_n + int(on.sum()), on_c + int((ch[i] & on).sum())
-        off_n, off_c = off_n + int(off.sum()), off_c + int((ch[i] & off).sum())
-    return [("and_breaks_when_an_input_is_ablated", on_c / on_n if on_n else 0.0,
-             f"{int(hb.sum())} base pairs with the AND"),
-            ("and_silent_where_it_does_not_hold", off_c / off_n if off_n else 0.0, "")]
+def _decoy(spec: Mapping, t) -> list[dict]:
+    return [check("decoy_norm_ratio", "output_norm", [{"node": spec["decoy"]}], *t("decoy_norm_ratio"),
+                  over={"measure": "output_norm", "sets": [{"node": spec["real"]}]}, compare="ratio",
+                  detail=f"{spec['decoy']} over {spec['real']}"),
+            check("decoy_changes", "changed", [{"nodes": [spec["decoy"]]}], *t("decoy_changes"))]
 
 
-def _decoy(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
-    with torch.no_grad():
-        acts = p.rt.node_outputs(p.base)  # [F, B, P, D]
-    idx = {n: i for i, n in enumerate(p.rt.graph.forward_nodes)}
-    norm = acts.norm(dim=-1)  # [F, B, P]
-
-    def mean_norm(node):
-        return float((norm[idx[node]] * p.valid).sum() / p.valid.sum())
-
-    ratio = mean_norm(spec["decoy"]) / max(mean_norm(spec["real"]), 1e-12)
-    outs = [e.name for e in p.rt.graph.edges if e.src == spec["decoy"]]
-    ch = p.changed([outs])
-    return [("decoy_norm_ratio", ratio, f"{spec['decoy']} over {spec['real']}"),
-            ("decoy_changes", float(ch[0]), "")]
-
-
-def _distributed(p: _Probe, spec: Mapping, pairs: str) -> list[Gate]:
+def _distributed(spec: Mapping, t) -> list[dict]:
     groups = dict(spec["groups"])
-    alone = p.changed(list(groups.values()))
-    together = p.changed([[e for g in groups.values() for e in g]])
-    return [("distributed_each_share_alone", float(alone.max()), ""),
-            ("distributed_all_shares_together", float(together[0]), "")]
+    return [check("distributed_each_share_alone", "changed", _sets(groups), *t("distributed_each_share_alone"),
+                  "max", detail=""),
+            check("distributed_all_shares_together", "changed", [{"edges": [e for g in groups.values() for e in g]}],
+                  *t("distributed_all_shares_together"))]
 
 
-def _condition(spec: Mapping):
-    cond = {int(k): torch.as_tensor(list(v)) for k, v in spec["condition"].items()}
-
-    def holds(tokens):
-        ok = torch.ones(tokens.shape[0], dtype=torch.bool)
-        for pos, ids in cond.items():
-            ok &= torch.isin(tokens[:, pos], ids)
-        return ok
-
-    return holds
-
-
-def _routing(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
+def _routing(spec: Mapping, t) -> list[dict]:
     """Ablating the route (resample) changes the answer on the base inputs with the template
-    (``condition``: token ids per position) where the source's routed token differs, and changes
-    nothing on inputs without the template (neither base nor source has it)."""
-    holds = _condition(spec)
-    hb, hs = holds(p.base), holds(p.data.source)
-    ch = ((p.outputs([list(spec["route"])])[0].argmax(-1) != p.clean.argmax(-1)) & p.valid)  # [B, P]
-    on = hb[:, None] & p.valid
-    off = (~hb & ~hs)[:, None] & p.valid
-    return [("routing_route_needed_on_the_template", float((ch & on).sum() / on.sum()) if on.any() else 0.0,
-             f"{int(hb.sum())} base inputs with the template"),
-            ("routing_route_silent_off_the_template", float((ch & off).sum() / off.sum()) if off.any() else 0.0, "")]
+    (``condition``: token ids per position) and nothing on inputs without it (in base and source)."""
+    where = _where(spec)
+    route = list(spec["route"])
+    return [check("routing_route_needed_on_the_template", "changed",
+                  [{"edges": route, "slice": [{"tokens": "base", "where": where}]}],
+                  *t("routing_route_needed_on_the_template")),
+            check("routing_route_silent_off_the_template", "changed",
+                  [{"edges": route, "slice": [{"tokens": "base", "where": where, "holds": False},
+                                              {"tokens": "source", "where": where, "holds": False}]}],
+                  *t("routing_route_silent_off_the_template"))]
 
 
-def _deep(p: _Probe, spec: Mapping, pairs: str) -> list[tuple[str, float, str]]:
+def _deep(spec: Mapping, t) -> list[dict]:
     """The circuit's size and depth (edges with signal over the chains, layers its heads span),
     and the smallest share of answers that ablating one whole chain changes."""
-    chains = dict(spec["chains"])
-    edges = {e for es in chains.values() for e in es}
-    layers = {int(n[1:].split(".")[0]) for e in edges for n in e.replace("<", "-").split("->")[:2]
-              if n.startswith("a") and ".h" in n}
-    each = p.changed(list(chains.values()))
-    weakest = list(chains)[int(each.argmin())]
-    return [("deep_circuit_edges", float(len(edges)), f"over {len(chains)} chains"),
-            ("deep_layers_spanned", float(len(layers)), ""),
-            ("deep_each_chain_needed", float(each.min()), f"smallest: {weakest}")]
+    chains = _sets(dict(spec["chains"]))
+    return [check("deep_circuit_edges", "edge_count", chains, *t("deep_circuit_edges")),
+            check("deep_layers_spanned", "layer_count", chains, *t("deep_layers_spanned")),
+            check("deep_each_chain_needed", "changed", chains, *t("deep_each_chain_needed"), "min")]
 
 
-#: kind -> (gate function, {gate name: (op, threshold key, default)})
+def check(name: str, measure: str, sets: list[dict], op: str, threshold: float, reduce: str = "max", **extra) -> dict:
+    """One check of the open vocabulary (:mod:`cbench.verify.gate_checks`) as a JSON object."""
+    return {"kind": "check", "name": name, "measure": measure, "sets": sets, "reduce": reduce, "op": op,
+            "threshold": float(threshold), **extra}
+
+
+#: kind -> (expansion into checks, {gate name: (op, threshold key, default)})
 MECHANISM_GATES: dict[str, tuple[Callable, dict[str, tuple[str, str, float]]]] = {
     "redundancy": (_redundancy, {"redundancy_each_path_alone": ("<=", "alone_max", 0.05),
                                  "redundancy_paths_together": (">=", "together_min", 0.5)}),
@@ -290,12 +274,27 @@ MECHANISM_GATES: dict[str, tuple[Callable, dict[str, tuple[str, str, float]]]] =
 }
 
 
-def thresholds(spec: Mapping) -> dict[str, tuple[str, float]]:
-    """The gates a mechanism spec asks for: name -> (op, threshold)."""
+def expand(spec: Mapping) -> list[dict]:
+    """A gate spec as checks: a ``check`` as it is, a legacy mechanism kind through its expansion
+    (thresholds from the spec's keys, defaults as before)."""
     kind = spec.get("kind")
+    if kind == "check":
+        validate(spec)
+        return [dict(spec)]
     if kind not in MECHANISM_GATES:
-        raise UsageError(f"unknown stress mechanism {kind!r}; known: {', '.join(MECHANISM_GATES)}")
-    return {name: (op, float(spec.get(key, default))) for name, (op, key, default) in MECHANISM_GATES[kind][1].items()}
+        raise UsageError(f"unknown stress mechanism {kind!r}; known: check, {', '.join(MECHANISM_GATES)}")
+    fn, table = MECHANISM_GATES[kind]
+
+    def t(name: str) -> tuple[str, float]:
+        op, key, default = table[name]
+        return op, float(spec.get(key, default))
+
+    return fn(spec, t)
+
+
+def thresholds(spec: Mapping) -> dict[str, tuple[str, float]]:
+    """The gates a spec asks for: name -> (op, threshold)."""
+    return {c["name"]: (c["op"], float(c["threshold"])) for c in expand(spec)}
 
 
 def contexts(circuit: Mapping) -> dict[str, list[list[str]]]:
@@ -334,6 +333,9 @@ def contexts(circuit: Mapping) -> dict[str, list[list[str]]]:
                     out[e].append(list(spec["backup"]))
                 elif classes.get(e) == "backup":
                     out[e].append(list(spec["primary"]))
+    for e, cs in ((circuit.get("mechanism") or {}).get("contexts") or {}).items():
+        if e in out:
+            out[e] += [list(c) for c in cs if list(c) not in out[e]]
     return out
 
 
@@ -360,6 +362,17 @@ def stress_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[l
     floor_scores = np.array([alone[e] for e in outside])
     floor = float(floor_scores.max()) if len(outside) else 0.0
     gates.append(gate("floor", floor, f"largest: {outside[int(floor_scores.argmax())]}" if len(outside) else ""))
+    if circuit.get("floor"):  # a dense floor: every edge outside the circuit carries a resolvable effect
+        from cbench.scoring.resolution import resolution_of
+
+        res = resolution_of(list(alone.values()), "float32")
+        above = floor_scores >= res if res > 0 else floor_scores > 0
+        share = float(above.mean()) if len(outside) else 1.0
+        below = [e for e, a in zip(outside, above) if not a]
+        gates.append(gate("floor_share_above_resolution", share,
+                          f"{int(above.sum())} of {len(outside)} outside edges at or above {res:.3g}"
+                          + (f"; smallest: {outside[int(floor_scores.argmin())]} ({floor_scores.min():.3g})"
+                             if below else "")))
     effect: dict[str, float] = {}
     for e in inside:
         rows = [c for c in ctx.get(e, [[]]) if c]
@@ -369,8 +382,9 @@ def stress_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[l
     gates.append(gate("circuit_effect_over_floor", ratio,
                       f"smallest: {worst} ({effect.get(worst, 0):.3g} vs floor {floor:.3g})"))
     for spec in (circuit.get("mechanism") or {}).get("gates", []):
-        thresholds(spec)  # an unknown kind: one clear error
-        gates += [gate(*row) for row in MECHANISM_GATES[spec["kind"]][0](p, spec, pairs)]
+        for c in expand(spec):
+            r = run_check(p, c)
+            gates.append(Gate(r.name, pairs, r.value, r.op, r.threshold, r.passed, r.detail))
     return gates, effect
 
 
@@ -378,6 +392,8 @@ def gate_table(circuit: Mapping) -> dict[str, tuple[str, float]]:
     """Every stress gate's (op, threshold) for this circuit."""
     table = {"complement_edge_effect": ("<=", MAX_COMPLEMENT), "floor": (">", 0.0),
              "circuit_effect_over_floor": (">", 1.0)}
+    if circuit.get("floor"):
+        table["floor_share_above_resolution"] = (">=", float(circuit["floor"].get("min_share", 1.0)))
     for spec in (circuit.get("mechanism") or {}).get("gates", []):
         table.update(thresholds(spec))
     return table
