@@ -361,8 +361,12 @@ def counterpart_dataset(out: Path, built: Path, names: list[str], zoo: Path, ech
     released = _latest(zoo / "releases" / "datasets" / REPO)
     models = zoo / "releases" / "models" / "cbench"
     configs = []
-    for d in sorted(p for p in released.iterdir() if p.is_dir()):
-        if d.name in names:
+    order = [line.split(":", 1)[1].strip() for line in (released / "README.md").read_text().splitlines()
+             if line.strip().startswith("- config_name:")]  # the release's own order (its first is the default)
+    order = list(dict.fromkeys(order))  # (each config is named twice: configs and dataset_info)
+    for name in order:
+        d = released / name
+        if name in names or not d.is_dir():
             continue
         shutil.copytree(d, out / d.name, dirs_exist_ok=True)
         meta = json.loads((_latest(models / d.name) / "meta.json").read_text())
@@ -377,7 +381,6 @@ def counterpart_dataset(out: Path, built: Path, names: list[str], zoo: Path, ech
                         "description": art.meta["description"],
                         "splits": [{"name": s, "path": data_file(name, s), "rows": ROWS} for s in SPLITS]})
         echo(f"{name}: {len(SPLITS)} x {ROWS} pairs")
-    configs.sort(key=lambda c: c["name"])
     vocab = [t for t in json.loads((_latest(models / "stress-or-1") / "meta.json").read_text())["input_tokens"]
              if t != "BOS"]
     text = render_card("dataset_stress", {"repo": REPO, "configs": configs, "rows": ROWS,
