@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 
 import pytest
 
 import _report_toy as R
 from cbench.errors import CbenchError, UsageError
-from cbench.scoring.executor import LocalExecutor, Outcome, make_executor, progress_line, run_task
+from cbench.scoring.executor import (LocalExecutor, Outcome, ProcessExecutor, make_executor, progress_line,
+                                    run_task)
 from hub_helpers import run_in_process
 
 
@@ -39,8 +41,10 @@ def test_local_executor_runs_in_order_and_turns_errors_into_outcomes():
 
 def test_make_executor_refuses_options_of_the_other_executor():
     assert make_executor("local").name == "local"
+    assert make_executor("local", workers=1).name == "local"
+    assert make_executor("local", workers=2).name == "processes"
     for kwargs, needle in (({"address": "auto"}, "--ray-address needs --executor ray"),
-                           ({"workers": 2}, "--workers needs --executor ray"),):
+                           ({"workers": 0}, "--workers must be at least 1"),):
         with pytest.raises(UsageError, match=needle):
             make_executor("local", **kwargs)
     with pytest.raises(UsageError, match="--executor must be one of local, ray"):
@@ -70,6 +74,34 @@ def test_bench_through_an_executor_writes_the_serial_files(tmp_path, capsys):
               executor=LocalExecutor())
     assert "0 discovery task(s) to run on local (6 finished before)" in lines
     assert (tmp_path / "pooled" / "scores" / "toy3" / "eap.json").stat().st_mtime_ns == stamp
+
+
+def test_process_executor_hands_back_every_outcome_and_survives_errors():
+    seen = []
+    ProcessExecutor(2).map(_square, [1, 2, 3, 4, 5], lambda t, o, n, total: seen.append((t, o, n, total)))
+    assert sorted(t for t, *_ in seen) == [1, 2, 3, 4, 5] and [n for _, _, n, _ in seen] == [1, 2, 3, 4, 5]
+    by_task = {t: o for t, o, _, _ in seen}
+    assert [by_task[i].value for i in (1, 2, 5)] == [1, 4, 25]
+    assert by_task[3].cbench_error and by_task[3].error == "three is refused"
+    assert by_task[4].error == "internal error: ValueError: four breaks"
+    assert len({by_task[i].where for i in (1, 2, 3, 4, 5)} - {""}) >= 1  # ran in the workers, not here
+    assert all(not o.where.endswith(f":{os.getpid()}") for o in by_task.values())
+
+
+def test_bench_on_two_local_processes_writes_the_serial_files(tmp_path, capsys):
+    """`cbench bench --workers 2`: the tasks run on two forked processes, longest first, with CPR and
+    CMD measured in them; the files equal the serial run's (up to clock readings)."""
+    cases = R.write_cases(tmp_path / "cases")
+    code, _, err = run(capsys, *R.bench_args(cases, tmp_path / "serial"))
+    assert code == 0, err
+    code, out, err = run(capsys, *R.bench_args(cases, tmp_path / "procs"), "--workers", "2")
+    assert code == 0, err
+    assert "6 discovery task(s) to run on processes (0 finished before)" in out
+    assert out.count(": ok (") == 6
+    serial, procs = R.tree(tmp_path / "serial"), R.tree(tmp_path / "procs")
+    assert sorted(serial) == sorted(procs)
+    for name in serial:
+        assert R.normalized(serial[name]) == R.normalized(procs[name]), name
 
 
 def test_bench_executor_option_errors(tmp_path, capsys):

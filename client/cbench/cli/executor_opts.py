@@ -9,7 +9,8 @@ import click
 def executor_options(f):
     """Add the executor options to a click command (parameters ``executor``, ``ray_address``, ``workers``)."""
     f = click.option("--workers", type=click.IntRange(1, 4096), default=None,
-                     help="with --executor ray and no address: CPUs of the local Ray instance [default: all]")(f)
+                     help="local: worker processes (default 1: this process); ray without an address: CPUs of the "
+                          "local Ray instance [default: all]")(f)
     f = click.option("--ray-address", default=None, metavar="ADDRESS",
                      help="with --executor ray: a running cluster ('auto', 'ray://host:10001'); "
                           "without it a private local Ray instance is started")(f)

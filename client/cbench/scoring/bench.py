@@ -237,9 +237,32 @@ class BenchTask:
     sampled: bool
     seed: int
     protocol: str | None = None  # mib: MIB's code's variant of the methods that have one
+    faithfulness: bool = False  # also CPR and CMD of the scores (:func:`bench_task`), in the same worker
 
 
-_WORKER_CASES: dict = {}  # per worker process: the last case's artifact and data, reused across its methods
+_WORKER_CASES: dict = {}  # per worker process: the last cases' artifacts and data, reused across their methods
+_WORKER_CASES_KEPT = 32  # the main tier's 16 cases and their pairs take a few MB
+
+# relative CPU cost of each method on a case, per edge (the demo's measured runtimes): parallel runs
+# hand out the longest tasks first so that no worker starts a long one last
+_METHOD_COST = {"ugs": 48.0, "edge-sp": 36.0, "sp": 28.0, "activation-patching": 24.0}
+
+
+def task_cost(task: "BenchTask", n_edges: int) -> float:
+    """The expected CPU cost of a bench task, for ordering (longest first): method weight x edges."""
+    return _METHOD_COST.get(task.method, 1.0) * max(n_edges, 1)
+
+
+def bench_task(task: BenchTask) -> dict:
+    """What a worker hands back for one task: ``{"scores": document, "faithfulness": {cpr, cmd, ..}}``
+    (faithfulness only when ``task.faithfulness``; measured beside the discovery, on the same
+    data, so a parallel run spreads it over the workers too)."""
+    artifact, case_data = _worker_case(task)
+    doc = discover_task(task, artifact, case_data)
+    out = {"scores": doc}
+    if task.faithfulness:
+        out["faithfulness"] = _faithfulness(*case_data(), artifact.graph, doc, task.protocol)
+    return out
 
 
 def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
@@ -268,7 +291,8 @@ def _worker_case(task: BenchTask):
         artifact = read_model_artifact(task.model) if Path(task.model).is_dir() else _resolve(task.case)[1]
         sc = case_from_artifact(artifact)
         data = pair_data(sc, n=task.n_examples, seed=task.seed, sampled=task.sampled)
-        _WORKER_CASES.clear()
+        while len(_WORKER_CASES) >= _WORKER_CASES_KEPT:
+            _WORKER_CASES.pop(next(iter(_WORKER_CASES)))
         _WORKER_CASES[key] = (artifact, (sc, data))
     artifact, prepared = _WORKER_CASES[key]
     return artifact, lambda: prepared
@@ -280,9 +304,10 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
     path = out / "scores" / task.case / f"{task.method}.json"
     fp = out / "failures" / task.case / f"{task.method}.txt"
     if outcome.ok:
-        _atomic_json(path, outcome.value)
+        doc = outcome.value["scores"] if "scores" in outcome.value else outcome.value
+        _atomic_json(path, doc)
         fp.unlink(missing_ok=True)
-        return outcome.value
+        return doc
     echo(f"case {task.case}, {task.method}: failed ({outcome.error})")
     failures.setdefault(task.case, {})[task.method] = outcome.error
     fp.parent.mkdir(parents=True, exist_ok=True)
@@ -290,14 +315,17 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
     return None
 
 
-def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo, protocol=None) -> dict:
-    """With a parallel executor: run every unfinished (case, method) task on it, each result
-    written here as it arrives (so a killed run resumes). {(case, method): error} of the failed."""
+def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo, protocol=None,
+                faithfulness: bool = False, measured: dict | None = None) -> dict:
+    """With a parallel executor: run every unfinished (case, method) task on it, longest first,
+    each result written here as it arrives (so a killed run resumes); with ``faithfulness`` the
+    tasks also measure CPR and CMD, kept in ``measured[(case, method)]`` for the scoring loop.
+    {(case, method): error} of the failed."""
     from cbench.scoring.executor import progress_line
 
     if executor is None:  # the serial loop runs each task itself
         return {}
-    tasks = []
+    tasks, cost = [], {}
     for case_arg in case_list:
         try:
             label, artifact = _resolve(case_arg)
@@ -310,7 +338,10 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
             if _load_existing(path, artifact.graph, label, method, artifact.model_kind,
                               lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
                               sampled, seed, model_sha256(artifact), protocol) is None:
-                tasks.append(BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol))
+                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol, faithfulness)
+                tasks.append(task)
+                cost[task] = task_cost(task, len(artifact.graph.edges))
+    tasks.sort(key=lambda t: -cost[t])  # stable: equal costs keep the case and method order
     echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
          f"({len(case_list) * len(method_list) - len(tasks)} finished before)")
     failed: dict = {}
@@ -320,21 +351,26 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
         echo(progress_line(done, total, f"case {task.case}, {task.method}", outcome, t0))
         if _store_outcome(out, task, outcome, {}, lambda _: None) is None:
             failed[(task.case, task.method)] = outcome.error
+        elif measured is not None and "faithfulness" in outcome.value:
+            measured[(task.case, task.method)] = outcome.value["faithfulness"]
 
-    executor.map(discover_task, tasks, on_result)
+    executor.map(bench_task, tasks, on_result)
     return failed
 
 
 def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
               protocol: str | None = None,
               seed: int = 0, echo: Callable[[str], None] = print, executor=None,
-              include_no_signal: bool = False, progress: str = "off", faithfulness: bool = True) -> dict:
+              include_no_signal: bool = False, progress: str = "off", faithfulness: bool = True,
+              figures: bool = True) -> dict:
     """Run and score every (case, method). ``executor`` (:mod:`cbench.scoring.executor`) runs the discovery
     tasks that are not finished yet, each result written as it arrives, before the loop below
     scores them; None: the loop runs each task itself (the serial default). ``progress``: how
     the finished (case, method) lines are shown (:mod:`cbench.scoring.progress`: ``auto`` k of N
     and an ETA on standard error; ``off``: each line to ``echo``). ``faithfulness``: CPR and CMD
-    of every (case, method) (MIB's faithfulness integrals, ``results.faithfulness``)."""
+    of every (case, method) (MIB's faithfulness integrals, ``results.faithfulness``; with an executor,
+    measured in its tasks). ``figures``: write the PNG figures (``cbench report`` draws its own:
+    the demo leaves them to it)."""
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
     from cbench.scoring.progress import Progress
@@ -347,7 +383,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     case_list, method_list = _parse_cases(cases), _parse_methods(methods)
     created = missing_directories(out_dir)  # taken back when nothing could be scored
     out = make_output_directory(out_dir, "--out", echo=lambda s: print(s, file=sys.stderr))
-    remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol)
+    measured_faith: dict = {}  # (case, method) -> CPR and CMD measured in the executor's tasks
+    remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol,
+                                  faithfulness, measured_faith)
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
@@ -443,7 +481,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 per_class_sub.setdefault(label, {})[method] = class_sub_resolution(graph, doc, artifact.circuit)
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             if faithfulness:  # CPR and CMD, every case (the report's columns; the stress tier's tables)
-                faith.setdefault(label, {})[method] = _faithfulness(*case_data(), graph, doc, protocol)
+                faith.setdefault(label, {})[method] = (measured_faith.get((label, method))
+                                                       or _faithfulness(*case_data(), graph, doc, protocol))
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
             if method == "random":  # the row at chance: the mean over many draws, not one draw
@@ -476,7 +515,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         remove_empty_directories(created)
         raise CbenchError("no case could be scored: " + "; ".join(
             f"{c}: {m if m != '*' else 'case'}: {msg}" for c, per in failures.items() for m, msg in per.items())[:2000])
-    plots = _plots(out, auroc, rocs, method_list)
+    plots = _plots(out, auroc, rocs, method_list) if figures else []
     wall = time.perf_counter() - t0
     discrimination = by_tier(auroc, kinds, MAIN_CASES, method_list)  # per tier: do the real methods differ?
     table = _markdown(auroc, node_auroc, method_list, stats, wall, kinds, timings, promoted, signal)
