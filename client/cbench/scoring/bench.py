@@ -342,6 +342,12 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
                 tasks.append(task)
                 cost[task] = task_cost(task, len(artifact.graph.edges))
     tasks.sort(key=lambda t: -cost[t])  # stable: equal costs keep the case and method order
+    if getattr(executor, "name", "") == "processes":  # forked workers inherit each case's model and pairs
+        for task in {(t.case, t.model): t for t in tasks}.values():
+            try:
+                _worker_case(task)
+            except Exception:  # noqa: BLE001 - the task itself reports it
+                pass
     echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
          f"({len(case_list) * len(method_list) - len(tasks)} finished before)")
     failed: dict = {}
@@ -424,10 +430,14 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
         truth = circuit_edge_names(graph, artifact.circuit)
         prepared: dict = {}
 
-        def case_data(artifact=artifact, prepared=prepared):
+        def case_data(artifact=artifact, prepared=prepared, label=label):
             if not prepared:
-                prepared["sc"] = sc = case_from_artifact(artifact)
-                prepared["data"] = pair_data(sc, n=n_examples, seed=seed, sampled=sampled)
+                loaded = _WORKER_CASES.get((label, str(artifact.path), n_examples, sampled, seed))
+                if loaded is not None:  # loaded for the worker processes before they forked
+                    prepared["sc"], prepared["data"] = loaded[1]
+                else:
+                    prepared["sc"] = sc = case_from_artifact(artifact)
+                    prepared["data"] = pair_data(sc, n=n_examples, seed=seed, sampled=sampled)
             return prepared["sc"], prepared["data"]
 
         def n_ok(n, requested=n_examples, case_data=case_data):
