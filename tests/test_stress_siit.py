@@ -241,3 +241,20 @@ def test_edge_level_iit_ablates_circuit_edges_in_a_share_of_rows_with_the_high_l
     clean_rows = torch.nonzero(~dropped).flatten()
     with torch.no_grad():
         assert torch.allclose(target[clean_rows], torch.log_softmax(hl(base[clean_rows])[:, 1:], -1), atol=1e-5)
+
+
+def test_min_epochs_trains_on_after_the_targets_and_keeps_the_last_epoch():
+    """With every target met from the first epoch, training stops at ``min_epochs`` and keeps that
+    epoch's weights (a tie goes to the later epoch up to ``min_epochs``); without it, at epoch 1."""
+    d = D.neg_1()
+    hl = S.high_level_model(d)
+    data = whole_space(["BOS", *D.VOCAB], "BOS", 4)
+    ll_cfg = low_level_shape(config_to_json(hl.cfg), n_heads=5, d_head=6, d_model=27, d_mlp=16, seed=2)
+    mapping = {"a0.h0": "a0.h2", "a0.h1": "a0.h4"}
+    base = dict(algorithm="summed", batch_size=512, edge_weight=1.0, train_size=4096, pairs_per_epoch=512,
+                eval_pairs=100, seed=3, target=0.0, edge_target=0.0, node_target=0.0, epochs=6)
+    runs = {m: train_hooked(hl, ll_cfg, mapping, S.circuit_edges(d), data, TrainingConfig(min_epochs=m, **base),
+                            invariant_hl_edges=sorted(d.marked), objective=DistributionObjective()).result
+            for m in (0, 3)}
+    assert (runs[0].epochs, runs[0].best_epoch) == (1, 1)
+    assert (runs[3].epochs, runs[3].best_epoch) == (3, 3)

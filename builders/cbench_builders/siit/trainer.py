@@ -252,7 +252,9 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             if log:
                 log(metrics)
             score = self._score(metrics)
-            if best is None or score > best[0]:
+            # a tie goes to the later epoch up to min_epochs (the targets hold early; a soft objective
+            # goes on improving), to the earlier one after it (the rule without min_epochs)
+            if best is None or score > best[0] or (score == best[0] and epoch <= cfg.min_epochs):
                 best = (score, epoch, {k: v.detach().clone() for k, v in self.ll.state_dict().items()})
             reached = self._reached(metrics)
             if checkpoint is not None:
