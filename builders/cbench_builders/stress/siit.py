@@ -157,18 +157,18 @@ def circuit_of(c: Counterpart, d: StressDesign, mapping: dict[str, str], graph) 
     from cbench_builders.stress.build import circuit_of as design_circuit
 
     hl = design_circuit(d, graph)
-    edges = translate(hl["edges"], mapping)
+    out = translate(hl, mapping)  # every node and edge name in it, whatever fields the design writes
+    edges = sorted(out["edges"])
     nodes = set()
     for e in edges:
         src, dst = e.split("->")
         nodes |= {src, dst.split("<")[0]}
-    return {**hl, "case": c.name, "nodes": sorted(nodes, key=lambda n: (n != "input", n == "logits", n)),
-            "edges": sorted(edges),
-            "edge_signal": translate(hl["edge_signal"], mapping),
-            "edge_classes": dict(sorted(translate(hl["edge_classes"], mapping).items())),
-            "mechanism": translate(hl["mechanism"], mapping),  # whatever form the design's gates take
-            "graph": {"n_layers": graph.n_layers, "n_heads": graph.n_heads, "has_mlp": graph.has_mlp,
-                      "parallel_attn_mlp": graph.parallel_attn_mlp}}
+    out.update(case=c.name, edges=edges, nodes=sorted(nodes, key=lambda n: (n != "input", n == "logits", n)),
+               edge_signal=dict(sorted(out["edge_signal"].items())),
+               edge_classes=dict(sorted(out["edge_classes"].items())),
+               graph={"n_layers": graph.n_layers, "n_heads": graph.n_heads, "has_mlp": graph.has_mlp,
+                      "parallel_attn_mlp": graph.parallel_attn_mlp})
+    return out
 
 
 def verification_sets(meta: dict, n_pairs: int = 1000) -> dict:
