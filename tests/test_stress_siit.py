@@ -6,6 +6,7 @@ on tiny models."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -258,3 +259,34 @@ def test_min_epochs_trains_on_after_the_targets_and_keeps_the_last_epoch():
             for m in (0, 3)}
     assert (runs[0].epochs, runs[0].best_epoch) == (1, 1)
     assert (runs[3].epochs, runs[3].best_epoch) == (3, 3)
+
+
+@pytest.mark.slow  # 24 s at load 4: five models' rows and twenty configs copied
+def test_the_released_stress_dataset_is_rebuilt_byte_for_byte_with_the_counterparts(tmp_path):
+    """``cbench build stress-siit --dataset-out``'s builder, from the released counterparts: every
+    file of ``cbench/stress-counterfactuals`` v1.3.0 again, the counterparts' rows labelled with
+    their own answers, the earlier configs copied."""
+    from cbench.hub.zoo import zoo_dir
+
+    zoo = Path(zoo_dir())
+    released = zoo / "releases" / "datasets" / "cbench" / "stress-counterfactuals" / "v1.3.0"
+    names = [n for n in S.COUNTERPARTS if (zoo / "releases" / "models" / "cbench" / n / "v1.0.0").is_dir()]
+    if not released.is_dir() or len(names) < 5:
+        pytest.skip("the counterparts are not released in this tree")
+    built = tmp_path / "built"
+    built.mkdir()
+    for n in names:
+        (built / n).symlink_to(zoo / "releases" / "models" / "cbench" / n / "v1.0.0")
+    out = tmp_path / "stress-counterfactuals"
+    # the release the function starts from: v1.2.0 (v1.3.0 itself is what it must reproduce)
+    scratch = tmp_path / "zoo" / "releases"
+    (scratch / "datasets" / "cbench").mkdir(parents=True)
+    (scratch / "datasets" / "cbench" / "stress-counterfactuals").mkdir()
+    (scratch / "datasets" / "cbench" / "stress-counterfactuals" / "v1.2.0").symlink_to(released.parent / "v1.2.0")
+    (scratch / "models").symlink_to(zoo / "releases" / "models")
+    S.counterpart_dataset(out, built, names, tmp_path / "zoo", echo=lambda _line: None)
+    want = sorted(p.relative_to(released).as_posix() for p in released.rglob("*") if p.is_file())
+    got = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert got == want
+    for rel in want:
+        assert (out / rel).read_bytes() == (released / rel).read_bytes(), rel
