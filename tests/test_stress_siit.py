@@ -150,8 +150,8 @@ def test_train_hooked_learns_and_resumes_from_its_checkpoint(tmp_path):
     data = whole_space(["BOS", *D.VOCAB], "BOS", 4)
     ll_cfg = low_level_shape(config_to_json(hl.cfg), n_heads=5, d_head=6, d_model=27, d_mlp=16, seed=2)
     mapping = {"a0.h0": "a0.h2", "a0.h1": "a0.h4"}
-    base = dict(algorithm="summed", lr=5e-3, lr_decay_epochs=4, batch_size=512, edge_weight=1.0, source_gradients=True,
-                iit_sets="mixed", train_size=4096, pairs_per_epoch=1024, eval_pairs=200, seed=3)
+    base = dict(algorithm="summed", lr=5e-3, lr_decay_epochs=4, batch_size=256, edge_weight=1.0, source_gradients=True,
+                iit_sets="mixed", train_size=4096, pairs_per_epoch=512, eval_pairs=100, seed=3)
 
     def run(epochs, ckpt=None):
         return train_hooked(hl, ll_cfg, mapping, S.circuit_edges(d), data, TrainingConfig(epochs=epochs, **base),
