@@ -51,7 +51,8 @@ def circuit_of(d: StressDesign, graph) -> dict:
         "nodes": sorted(nodes, key=lambda n: (n != "input", n == "logits", n)), "edges": edges,
         "edge_signal": {e: {"signal": False, "why": w} for e, w in sorted(d.marked.items())},
         "edge_classes": {e: c for e, c in sorted(d.edges.items())},
-        "mechanism": {"kind": d.mechanism, "gates": d.gates},
+        "mechanism": {"kind": d.mechanism, "gates": d.gates, **({"contexts": d.contexts} if d.contexts else {})},
+        **({"floor": d.floor} if d.floor else {}),
     }
 
 

@@ -46,6 +46,8 @@ class StressDesign:
     gates: list[dict] = field(default_factory=list)  # the mechanism gates (cbench.verify.mechanisms)
     predictions: dict[str, Prediction] = field(default_factory=dict)
     construction: str = "hand-set weights"
+    floor: dict | None = None  # a dense floor's gate: {"min_share": x} (cbench_builders.stress.floors)
+    contexts: dict[str, list[list[str]]] = field(default_factory=dict)  # edge -> ablation contexts where it is needed
 
 
 def _kit(n_layers: int, n_heads: int = 4, d_mlp: int = 32, d_model: int = 96) -> Kit:

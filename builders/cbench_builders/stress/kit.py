@@ -38,6 +38,7 @@ class Kit:
     _next: int = 0
     W: dict[str, np.ndarray] = field(default_factory=dict)
     mlp_used: list[int] = field(default_factory=list)
+    floor_W: dict[str, np.ndarray] = field(default_factory=dict)  # what a dense floor added (stress.floors)
 
     def __post_init__(self):
         V, L, H, dh, dm, D = len(self.vocab), self.n_layers, self.n_heads, self.d_head, self.d_mlp, self.d_model
