@@ -74,3 +74,18 @@ def test_every_new_design_passes_its_gates(name):
     g = _gates(DESIGNS[name](), n=400)
     bad = {k: (v.value, v.op, v.threshold) for k, v in g.items() if not v.passed}
     assert not bad
+
+
+def test_the_robustness_table_marks_a_verdict_robust_only_when_every_design_agrees():
+    from cbench.scoring.stress_tier import robustness_markdown, robustness_table
+
+    auroc = {"a1": {"eap": 0.95, "acdc": 0.95}, "a2": {"eap": 0.99, "acdc": 0.61},
+             "b1": {"eap": 0.50, "acdc": 0.80}}
+    t = robustness_table(auroc, {"a1": "and", "a2": "and", "b1": "backup"}, ["eap", "acdc"])
+    assert t["and"]["eap"]["robust"] and t["and"]["eap"]["verdict"] == "pass"
+    assert t["and"]["eap"]["spread"] == pytest.approx(0.04)
+    assert not t["and"]["acdc"]["robust"] and t["and"]["acdc"]["verdict"] is None
+    assert not t["backup"]["eap"]["robust"]  # one design is no robustness
+    md = robustness_markdown(t, ["eap", "acdc"])
+    assert "| and (2) | 0.97 (0.04) R pass | 0.78 (0.34) D |" in md
+    assert "| backup (1) | 0.50 (0.00) 1 design |" in md

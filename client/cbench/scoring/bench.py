@@ -599,7 +599,7 @@ def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list
     mechanism defeats, and the cards' predictions against the run."""
     if not stress_meta:
         return None
-    from cbench.scoring.stress_tier import defeats, mechanism_table, predictions_held
+    from cbench.scoring.stress_tier import defeats, mechanism_table, predictions_held, robustness_table
 
     mechanisms = {c: kind for c, (kind, _p) in stress_meta.items()}
     faith = faith or {}
@@ -607,6 +607,7 @@ def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list
                  for m in ("cpr", "cmd")}
     return {"per_class": per_class, "mechanisms": mechanisms,
             "by_mechanism": mechanism_table(auroc, mechanisms, methods),
+            "robustness": robustness_table(auroc, mechanisms, methods),
             "faithfulness": faith,
             "faithfulness_by_mechanism": {m: mechanism_table(by_metric[m], mechanisms, methods) for m in by_metric},
             "defeats": defeats(auroc, by_metric["cpr"], mechanisms, methods),

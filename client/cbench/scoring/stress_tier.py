@@ -104,6 +104,49 @@ def mechanism_table(auroc: Mapping[str, Mapping[str, float]], mechanisms: Mappin
     return out
 
 
+def robustness_table(auroc: Mapping[str, Mapping[str, float]], mechanisms: Mapping[str, str],
+                     methods: list[str]) -> dict[str, dict[str, dict]]:
+    """Per mechanism and method, over the designs that plant the mechanism: the mean, the lowest and
+    highest edge AUROC, their spread, each design's verdict (:func:`verdict`), and whether the
+    verdict is **robust** (the same on every design, at least two of them) or **design-dependent**."""
+    out: dict[str, dict[str, dict]] = {}
+    for mech in sorted(set(mechanisms.values())):
+        cases = sorted(c for c, m in mechanisms.items() if m == mech and c in auroc)
+        row = {}
+        for m in methods:
+            vals = {c: auroc[c][m] for c in cases if auroc[c].get(m) is not None}
+            if not vals:
+                continue
+            v = np.array(list(vals.values()), dtype=float)
+            verdicts = {c: verdict(x) for c, x in vals.items()}
+            same = len(set(verdicts.values())) == 1
+            row[m] = {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()),
+                      "spread": float(v.max() - v.min()), "n": len(vals), "verdicts": verdicts,
+                      "verdict": next(iter(verdicts.values())) if same else None,
+                      "robust": bool(same and len(vals) >= 2)}
+        out[mech] = row
+    return out
+
+
+def robustness_markdown(table: Mapping[str, Mapping[str, Mapping]], methods: list[str]) -> str:
+    """The method x mechanism table: mean (spread over designs) and R (robust: the same verdict, pass
+    / fail / partial, on every design) or D (design-dependent)."""
+    cols = [m for m in methods if any(m in row for row in table.values())]
+    lines = ["| mechanism (designs) | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(cols)]
+    for mech, row in table.items():
+        n = max((c["n"] for c in row.values()), default=0)
+        cells = []
+        for m in cols:
+            c = row.get(m)
+            if c is None:
+                cells.append("")
+                continue
+            mark = f"R {c['verdict']}" if c["robust"] else ("D" if c["n"] >= 2 else "1 design")
+            cells.append(f"{c['mean']:.2f} ({c['spread']:.2f}) {mark}")
+        lines.append(f"| {mech} ({n}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def defeats(auroc: Mapping[str, Mapping[str, float]], cpr: Mapping[str, Mapping[str, float | None]],
             mechanisms: Mapping[str, str], methods: list[str]) -> dict[str, dict[str, list[str]]]:
     """Per mechanism, over its models' means: the methods it defeats (edge AUROC at most
