@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+from cbench_builders.stress.siit import COUNTERPARTS
+
 FAIL_AT_MOST, PASS_AT_LEAST = 0.75, 0.90
 
 
@@ -40,7 +42,7 @@ def load(d: Path) -> dict:
 def compare(hand: dict, trained: dict) -> dict:
     rows, per_class = [], []
     for model, mech in sorted(trained["mechanisms"].items()):
-        design = model.replace("-siit-1", "").replace("-siit-", "-")  # stress-neg-siit-1 -> stress-neg-1
+        design = "stress-" + COUNTERPARTS[model].design  # the design it was trained against
         designs = sorted(m for m, k in hand["mechanisms"].items() if k == mech)
         for meth in trained["methods"]:
             hv = {d: hand["auroc"].get(d, {}).get(meth) for d in designs}
