@@ -6,7 +6,11 @@ Goal (issue 34): the bench of the tier with all methods within 10 minutes on 2 c
 is the real command in a fresh process with a fresh ``CBENCH_HOME`` (so the bench's first pulls,
 hub seeding included, count), one CPU thread per process as the CLI sets by default.
 
-Usage: ``python benchmarks/bench_stress.py [--skip-build] [--pairs 100] [--out DIR]``.
+Issue 45: ``--only`` builds a list of models (the designs of ``stress/variants.py``, say) and
+``--cases`` benches a list instead of the whole tier; ``--workers`` runs the bench's tasks in that many
+processes (the local executor's process pool).
+
+Usage: ``python benchmarks/bench_stress.py [--skip-build] [--pairs 100] [--out DIR] [--only A,B] [--cases stress|A,B] [--workers N]``.
 """
 
 from __future__ import annotations
@@ -41,17 +45,24 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-build", action="store_true", help="time only the bench")
     ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None, help="keep the bench's results here")
+    ap.add_argument("--only", default=None, help="build only these models (comma-separated)")
+    ap.add_argument("--cases", default="stress", help="what to bench (default: the whole tier)")
+    ap.add_argument("--workers", type=int, default=1, help="bench worker processes")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="cbench-bench-stress-") as tmp:
         env = dict(os.environ, CBENCH_HOME=str(Path(tmp) / "home"), HF_HUB_DISABLE_TELEMETRY="1")
         if not args.skip_build:
-            wall, cpu, rc = timed([*CLI, "build", "stress", "--out", str(Path(tmp) / "build")], env)
-            rows.append(("cbench build stress (16 models, gates on 2 x 1000 pairs)", wall, cpu, rc))
+            only = ["--only", args.only] if args.only else []
+            wall, cpu, rc = timed([*CLI, "build", "stress", "--out", str(Path(tmp) / "build"), *only], env)
+            n = len(args.only.split(",")) if args.only else "every"
+            rows.append((f"cbench build stress ({n} models, gates on 2 x 1000 pairs)", wall, cpu, rc))
         out = args.out or Path(tmp) / "bench"
-        wall, cpu, rc = timed([*CLI, "bench", "--cases", "stress", "--out", str(out), "--n-examples",
-                               str(args.pairs)], env)
-        rows.append((f"cbench bench --cases stress (every method, {args.pairs} pairs)", wall, cpu, rc))
+        wall, cpu, rc = timed([*CLI, "bench", "--cases", args.cases, "--out", str(out), "--n-examples",
+                               str(args.pairs), "--workers", str(args.workers)], env)
+        n = len(args.cases.split(",")) if args.cases != "stress" else "the tier"
+        rows.append((f"cbench bench --cases ({n} models; every method, {args.pairs} pairs, "
+                     f"{args.workers} worker(s))", wall, cpu, rc))
     print("| step | wall s | CPU s | exit |\n| --- | --- | --- | --- |")
     for name, wall, cpu, rc in rows:
         print(f"| {name} | {wall:.0f} | {cpu:.0f} | {rc} |")
