@@ -444,7 +444,7 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
 def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json) -> None:
     """``bench --model``: every method (or --methods) on the real model, CPR/CMD and wall time."""
     from cbench.discovery import METHODS
-    from cbench.scoring.model_bench import run_model_bench
+    from cbench.api.model_bench import run_model_bench
 
     check_model_args(None, model, data_file, dtype, device)
     names = [m.strip() for m in methods.split(",") if m.strip()] if methods else sorted(METHODS)
