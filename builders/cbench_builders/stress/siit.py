@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cbench.cli.options import check_out_tree
+from cbench.cli.options import check_out_tree, floats
 from cbench.errors import BuildError, UsageError
 
 if TYPE_CHECKING:  # torch and the designs load where used: `cbench build stress-siit --help` needs neither
@@ -400,7 +400,7 @@ def counterpart_dataset(out: Path, built: Path, names: list[str], zoo: Path, ech
               help="save each training's state here after every epoch and continue from it when it is there")
 @click.option("--epochs", type=click.IntRange(1, 100_000), default=None, help="upper bound on epochs")
 @click.option("--min-epochs", type=click.IntRange(0, 100_000), default=None, help="no early stop before this epoch")
-@click.option("--lr", type=click.FloatRange(0, 10, min_open=True), default=None, help="learning rate (decays to its fifth)")
+@click.option("--lr", type=floats(0, 10, low_open=True), default=None, help="learning rate (decays to its fifth)")
 @click.option("--keep-failed", is_flag=True, help="write a model whose gates do not all hold (marked so)")
 @click.option("--n-pairs", default=1000, show_default=True, type=click.IntRange(50, 100_000),
               help="pairs per set for the gates")

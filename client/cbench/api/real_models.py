@@ -88,7 +88,7 @@ def resolve_model(model, data, *, dtype: str = "float32", device: str | None = N
                   n_examples: int | None = None, check_memory: bool = True) -> RealModel:
     """Load ``model`` (a ``HookedTransformer``, a checkpoint directory or a hub name), build its
     runtime (refusing in one line what it cannot run) and read the pairs ``data`` (a file,
-    see :func:`cbench.tasks.user_data.read_pairs`, or TaskData); ``check_memory``: refuse in
+    see :func:`cbench.tasks.pairs_csv.read_pairs_csv`, or TaskData); ``check_memory``: refuse in
     one line a run that cannot fit the device."""
     from cbench.artifacts.pretrained import load_model
     from cbench.runtime import CircuitRuntime

@@ -255,14 +255,14 @@ def task_cost(task: "BenchTask", n_edges: int) -> float:
 
 def bench_task(task: BenchTask) -> dict:
     """What a worker hands back for one task: ``{"scores": document, "faithfulness": {cpr, cmd, ..}}``
-    (faithfulness only when ``task.faithfulness``; measured beside the discovery, on the same
-    data, so a parallel run spreads it over the workers too)."""
+    (CPR and CMD when the task asks for them: measured beside the discovery, on the same data, so
+    a parallel run spreads them over the workers too)."""
+    from cbench.scoring.mib_neurons import faithfulness_figures
+
     artifact, case_data = _worker_case(task)
     doc = discover_task(task, artifact, case_data)
-    out = {"scores": doc}
-    if task.faithfulness:
-        out["faithfulness"] = _faithfulness(*case_data(), artifact.graph, doc, task.protocol)
-    return out
+    return {"scores": doc, **({"faithfulness": faithfulness_figures(*case_data(), doc, task.protocol)}
+                              if task.faithfulness else {})}
 
 
 def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
@@ -379,6 +379,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     the demo leaves them to it)."""
     from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
+    from cbench.scoring.mib_neurons import faithfulness_figures
     from cbench.scoring.progress import Progress
     from cbench.scoring.stress_tier import class_aurocs, class_sub_resolution, is_stress
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
@@ -492,7 +493,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             if faithfulness:  # CPR and CMD, every case (the report's columns; the stress tier's tables)
                 faith.setdefault(label, {})[method] = (measured_faith.get((label, method))
-                                                       or _faithfulness(*case_data(), graph, doc, protocol))
+                                                       or faithfulness_figures(*case_data(), doc, protocol))
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
             auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
             if method == "random":  # the row at chance: the mean over many draws, not one draw
@@ -576,21 +577,6 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     echo(table)
     echo(f"bench results written to {out} ({wall:.1f} s)")
     return doc
-
-
-def _faithfulness(sc, data, graph, doc, protocol: str | None = None) -> dict:
-    """CPR and CMD of one method's scores on one model (MIB's faithfulness metrics); under the mib
-    protocol NAP's at MIB's neuron level, and IOI's with MIB's logit difference."""
-    from cbench.scoring.mib_neurons import document_faithfulness
-
-    try:
-        res, level = document_faithfulness(sc, data, doc, protocol=protocol or "cbench",
-                                           construction="auto" if protocol == "mib" else "top-n")
-    except CbenchError:
-        return {"cpr": None, "cmd": None}
-    clean = lambda x: float(x) if math.isfinite(x) else None
-    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd), "metric": res.metric,
-            **({"level": level} if level != "edge" else {})}
 
 
 def _stress_block(auroc: dict, per_class: dict, stress_meta: dict, methods: list[str],

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from cbench.errors import UsageError
+from cbench.errors import CbenchError, UsageError
 from cbench.scoring.faithfulness import (
     SIZE_GRID,
     FaithfulnessCurve,
@@ -152,3 +152,19 @@ def document_faithfulness(case, data, doc: Mapping, protocol: str = "cbench", ab
             return evaluate_neuron_faithfulness(case, data, neurons, ablation, metric), "neuron"
     return evaluate_faithfulness(case, data, edge_score_vector(case.graph, doc), ablation=ablation, metric=metric,
                                  construction=construction, protocol=protocol), "edge"
+
+
+def faithfulness_figures(sc, data, doc: dict, protocol: str | None = None) -> dict:
+    """CPR and CMD of one method's scores on one model, as the bench records them (``{"cpr", "cmd",
+    "metric"[, "level"]}``, None where not finite or not defined); under the mib protocol NAP's at
+    MIB's neuron level, and IOI's with MIB's logit difference."""
+    import math
+
+    try:
+        res, level = document_faithfulness(sc, data, doc, protocol=protocol or "cbench",
+                                           construction="auto" if protocol == "mib" else "top-n")
+    except CbenchError:
+        return {"cpr": None, "cmd": None}
+    clean = lambda x: float(x) if math.isfinite(x) else None  # noqa: E731
+    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd), "metric": res.metric,
+            **({"level": level} if level != "edge" else {})}
