@@ -42,14 +42,26 @@ def _read(path: str):
     return read_json(path)
 
 
+def _named_circuit(circuit: str) -> bool:
+    """``truth`` or ``literature:<name>``: a circuit named, not a file."""
+    return circuit in ("truth", "ground-truth") or circuit.startswith("literature:")
+
+
 def _circuit_edges(path: str, artifact) -> list[str]:
     """Edges of a circuit file: a circuit document, an edge-scores document (its in_graph
-    edges), a JSON list of edge names, or the word ``truth`` for the case's own circuit."""
+    edges), a JSON list of edge names, the word ``truth`` for the case's own circuit, or
+    ``literature:<name>`` for one of the literature's circuits (:mod:`cbench.graph.literature`)."""
+    from cbench.graph.literature import check_shape, is_literature_ref, literature_circuit
+
     import cbench.schemas as validation
     from cbench.scoring.ground_truth import circuit_edge_names
 
     graph = artifact.graph
-    if path in ("truth", "ground-truth"):
+    if is_literature_ref(path):
+        doc = literature_circuit(path)
+        check_shape(doc, graph)
+        edges = list(doc["edges"])
+    elif path in ("truth", "ground-truth"):
         if not artifact.circuit:
             raise UsageError(f"case {artifact.case} has no ground-truth circuit")
         edges = circuit_edge_names(graph, artifact.circuit)
@@ -283,7 +295,8 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
                  ablation, metric, out, as_json, n_examples, split, sampled, seed, model=None, data_file=None,
                  dtype="float32", device=None):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
-    edges, a list of edge names, or 'truth') on CASE, or on a real --model with --data."""
+    edges, a list of edge names, 'truth', or a literature circuit such as literature:ioi) on CASE,
+    or on a real --model with --data."""
     case, circuit = case_and_circuit(case, circuit, model)
     check_model_args(case, model, data_file, dtype, device)
     refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
@@ -321,7 +334,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
         if name == "minimality" and r.details.get("unnecessary_edges"):
             o.echo("  unnecessary edges: " + ", ".join(r.details["unnecessary_edges"][:10]))
     if o.wants_document:
-        circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
+        circuit_input = {"path": circuit} if _named_circuit(circuit) else file_input(circuit)
         rdoc = results_document("hypothesis-test", {"tests": results},
                                 {"circuit": circuit_input, "model": model_input(artifact),
                                  "data": {"split": split, "n_examples": data.n_examples}},
@@ -384,7 +397,7 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
     o.echo(f"sample size: {ss['n']} i.i.d. inputs bound the {ss['percentile']:g} quantile with confidence "
                f"{ss['confidence']:g} at margin {ss['margin']:g} (order statistic #{ss['order_statistic']})")
     if o.wants_document:
-        circuit_input = {"path": circuit} if circuit in ("truth", "ground-truth") else file_input(circuit)
+        circuit_input = {"path": circuit} if _named_circuit(circuit) else file_input(circuit)
         rdoc = results_document("adversarial", res.to_dict(), {"circuit": circuit_input, "model": model_input(artifact),
                                                                "data": {"split": split, "n_examples": data.n_examples}},
                                 case=artifact.case, runtime_s=time.perf_counter() - t0)
