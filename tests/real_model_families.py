@@ -17,6 +17,10 @@ BASE = dict(n_layers=2, n_ctx=16, d_vocab=40, seed=0, dtype="float32", attention
 FAMILIES = {
     # GPT-2: LayerNorm, absolute positions, GELU MLP, 12 heads of 64 (here 4 of 8)
     "gpt2": dict(d_model=32, d_head=8, n_heads=4, d_mlp=128, act_fn="gelu_new", normalization_type="LN"),
+    # attention-only with shortformer positions (attn-only-4l, Redwood's 2-layer model: the docstring
+    # and induction circuits): the position embedding is added to queries and keys after ln1 only
+    "shortformer": dict(d_model=32, d_head=8, n_heads=4, attn_only=True, normalization_type="LN",
+                        positional_embedding_type="shortformer"),
     # Pythia / GPT-NeoX: parallel attention and MLP, partial rotary (rotary_pct 0.25), NeoX pairing
     "pythia": dict(d_model=64, d_head=16, n_heads=4, d_mlp=256, act_fn="gelu", normalization_type="LN",
                    positional_embedding_type="rotary", rotary_dim=4, rotary_adjacent_pairs=False,

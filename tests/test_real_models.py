@@ -62,6 +62,7 @@ def test_the_feature_under_test_is_on(fam):
     want = {"gpt2": not rt.rotary, "pythia": rt.rotary and model.cfg.parallel_attn_mlp and cfg.rotary_dim < cfg.d_head,
             "gptj": rt.rotary and cfg.rotary_adjacent_pairs, "qwen2.5": cfg.n_key_value_heads == 1 and cfg.gated_mlp,
             "llama3.1": cfg.use_NTK_by_parts_rope and cfg.n_key_value_heads == 1,
+            "shortformer": rt.shortformer and not rt.has_mlp,
             "gemma2": bool(rt.windows) and rt.attn_soft_cap and rt.logit_soft_cap and cfg.n_key_value_heads == 2
             and rt.post_norm}
     assert want[name]
@@ -105,6 +106,9 @@ def test_the_comparison_can_fail(fam):
             blk.attn.rotary_cos.fill_(1.0)
             blk.attn.rotary_sin.fill_(0.0)
         other = CircuitRuntime(plain)
+    elif rt.shortformer:  # the position embedding off queries and keys
+        other = CircuitRuntime(model)
+        other.shortformer = False
     else:
         pytest.skip("GPT-2 has none of the new features")
     ones = torch.ones(rt.n_edges, requires_grad=True)
@@ -235,7 +239,7 @@ def test_neuron_level_nap_equals_the_hook_reference(fam):
     _close(np.array(res.extra["neuron_scores"]), np.stack([ref[n].numpy() for n in rt.graph.forward_nodes]), 1e-4)
 
 
-@pytest.mark.parametrize("family", ["pythia", "llama3.1", "gemma2"])
+@pytest.mark.parametrize("family", ["pythia", "llama3.1", "gemma2", "shortformer"])
 def test_acdc_equals_the_hook_reference(family):
     model = family_model(family, seed=3, n_layers=1)
     rt = CircuitRuntime(model)
@@ -250,7 +254,6 @@ def test_acdc_equals_the_hook_reference(family):
 REFUSED = {
     "olmo2-post-norm": ("llama3.1", dict(original_architecture="Olmo2ForCausalLM"), "post-norm blocks"),
     "alibi": ("gpt2", dict(positional_embedding_type="alibi"), "'alibi' positional embeddings"),
-    "shortformer": ("gpt2", dict(positional_embedding_type="shortformer"), "'shortformer' positional"),
     "qk-norm": ("llama3.1", dict(use_qk_norm=True), "query/key normalization"),
     "attention-sinks": ("llama3.1", dict(use_attention_sinks=True), "attention sinks"),
     "clip-qkv": ("llama3.1", dict(clip_qkv=8.0), "clipping of queries"),

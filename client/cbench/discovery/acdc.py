@@ -53,6 +53,7 @@ from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progres
 from cbench.tasks.metrics import metric_slice
 from cbench.runtime import memory
 from cbench.runtime.attention_ops import head_pattern
+from cbench.runtime.weights import qk_position
 
 PARAMS = {
     "threshold": Param(float, 0.01, low=0.0, doc="tau: remove an edge when the metric grows by less than this"),
@@ -150,13 +151,19 @@ class _Incremental:
     def _project(self, s: int, i: int, x: torch.Tensor | None) -> torch.Tensor:
         """q, k or v (``i``) of slot ``s``'s new input ``x``, or of its current one (cached)."""
         ln, W, b = self._head[0], self._head[1][i], self._head[2][i]
+
+        def project(xs):
+            y = ln(xs) if ln is not None else xs
+            if i < 2 and self.rt.shortformer:  # queries and keys read the position embedding after ln1
+                y = y + qk_position(self.rt, y.shape[-2])
+            return y @ W + b
+
         if x is None:
             y = self.proj.get(s)
             if y is None:
-                xs = self.inp[s]
-                y = self.proj[s] = (ln(xs) if ln is not None else xs) @ W + b
+                y = self.proj[s] = project(self.inp[s])
             return y[self.ex]
-        return (ln(x) if ln is not None else x) @ W + b
+        return project(x)
 
     def _compute(self, f: int, x: dict, w: int) -> torch.Tensor:
         """Node f's output ``[w, B, P, ...]`` from new slot inputs ``x`` (others: current)."""

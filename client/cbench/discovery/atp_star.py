@@ -56,7 +56,7 @@ from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.layers import mlp as mlp_layer
 from cbench.runtime.layers import post_attention
 from cbench.runtime.memory import budget_bytes, row_parts, rows_per_pass
-from cbench.runtime.weights import qkv_weights
+from cbench.runtime.weights import project_qkv, qk_position, qkv_weights
 from cbench.tasks.metrics import metric_slice
 
 PARAMS = {
@@ -101,9 +101,7 @@ def gradient_pass(rt, tokens: torch.Tensor, metric_fn, variants: int):
             blk = rt.model.blocks[layer]
             attn = blk.attn
             resids.append(resid[:n].detach())
-            W, b, _rows = qkv_weights(rt, layer)
-            dh = W.shape[1] // (3 * H)
-            qkv = torch.addmm(b, blk.ln1(resid).reshape(R * P, D), W).view(R, P, 3, H, dh)
+            qkv = project_qkv(rt, layer, blk.ln1(resid).view(R, P, D))
             targets.append(qkv)
             q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [R, H, P, dh]
             q, k = rotate(rt, layer, q), rotate(rt, layer, k)
@@ -183,6 +181,8 @@ def patched_pattern_effects(rt, layer: int, resid: torch.Tensor, diff: torch.Ten
     for s0, s1 in row_parts(S, max_sources):
         x = torch.cat([resid[None], resid[None] - diff[s0:s1]], 0)  # row 0: unpatched (the same arithmetic)
         y = blk.ln1(x)
+        if rt.shortformer:  # the position embedding on queries' and keys' inputs, after ln1
+            y = y + qk_position(rt, P)
         q = torch.einsum("snpd,hde->snhpe", y, W_Q) + b_Q[:, None]
         k = torch.einsum("snpd,hde->snhpe", y, W_K) + b_K[:, None]
         a_q = pattern(q, k[:1])  # query patched, keys clean [1 + s, n, H, P, P]

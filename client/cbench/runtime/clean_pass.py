@@ -14,7 +14,7 @@ from cbench.runtime.masks import tokens_tensor
 from cbench.runtime.memory import exact_rows_per_pass
 from cbench.runtime.residual_pass import forward_resid
 from cbench.runtime.run_result import RunResult
-from cbench.runtime.weights import qkv_weights
+from cbench.runtime.weights import project_qkv
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
@@ -66,9 +66,7 @@ def plain_pass(rt: ModelState, tokens: torch.Tensor) -> RunResult:
     for layer in range(rt.n_layers):
         blk = rt.model.blocks[layer]
         attn = blk.attn
-        W, b, _rows = qkv_weights(rt, layer)
-        d_head = W.shape[1] // (3 * H)
-        qkv = torch.addmm(b, blk.ln1(resid).reshape(B * P, D), W).view(B, P, 3, H, d_head)
+        qkv = project_qkv(rt, layer, blk.ln1(resid))
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, P, dh]
         q, k = rotate(rt, layer, q), rotate(rt, layer, k)
         scores = cap_scores(rt, q @ k.transpose(-1, -2) / attn.attn_scale)

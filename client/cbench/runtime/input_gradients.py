@@ -15,7 +15,7 @@ from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
 from cbench.runtime.layers import add_mlp, embed, mlp, post_attention, post_heads, unembed
 from cbench.runtime.masked_forward import run
 from cbench.runtime.masks import interpolate_input, mix_node_outputs, node_mask_tensor, tokens_tensor
-from cbench.runtime.weights import qkv_weights
+from cbench.runtime.weights import project_qkv, qkv_weights
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
@@ -120,9 +120,8 @@ def fast_input_gradients(rt: ModelState, tokens, nm, ablated, metric_fn, sum_ste
         blk = rt.model.blocks[layer]
         attn = blk.attn
         resids.append(resid.detach())
-        W, b, _rows = qkv_weights(rt, layer)
-        d_head = W.shape[1] // (3 * H)
-        qkv = torch.addmm(b, blk.ln1(resid).reshape(B * Pm, D), W).view(B, Pm, 3, H, d_head)
+        qkv = project_qkv(rt, layer, blk.ln1(resid), start=o)
+        d_head = qkv.shape[-1]
         targets.append(qkv)
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [B, H, Pm, dh]
         q, k = rotate(rt, layer, q, start=o), rotate(rt, layer, k, start=o)
@@ -248,9 +247,7 @@ def first_position(rt: ModelState, resid: torch.Tensor) -> dict:
     for layer in range(rt.n_layers):
         blk = rt.model.blocks[layer]
         attn = blk.attn
-        W, b, _rows = qkv_weights(rt, layer)
-        d_head = W.shape[1] // (3 * H)
-        qkv = torch.addmm(b, blk.ln1(resid).reshape(1, D), W).view(1, 1, 3, H, d_head)
+        qkv = project_qkv(rt, layer, blk.ln1(resid).reshape(1, 1, D))
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))
         q, k = rotate(rt, layer, q), rotate(rt, layer, k)  # position 0: the identity, as the model
         kv.append((k, v))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from cbench.runtime.attention_ops import cap_logits, cap_scores, future_mask, rotate
+from cbench.runtime.weights import qk_position
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
@@ -16,9 +17,9 @@ if TYPE_CHECKING:
 
 def embed(rt: ModelState, tokens: torch.Tensor) -> torch.Tensor:
     """The ``input`` node's output: token embedding + positional embedding ``[B, P, D]`` (the
-    token embedding alone with rotary embeddings, which act inside attention)."""
+    token embedding alone with rotary or shortformer embeddings, which act inside attention)."""
     m = rt.model
-    if rt.rotary:
+    if rt.rotary or rt.shortformer:
         return m.embed(tokens)
     return m.embed(tokens) + m.pos_embed(tokens)
 
@@ -38,12 +39,16 @@ def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = Fals
         b_Q, b_K, b_V = b_Q[heads], b_K[heads], b_V[heads]
     H = W_Q.shape[0]
     x = blk.ln1(x)
+    pos = qk_position(rt, x.shape[1])
     if x.dim() == 3:  # one input [B, P, D] read by every head: normalised once
-        q = torch.einsum("bpd,hde->bphe", x, W_Q) + b_Q
-        k = torch.einsum("bpd,hde->bphe", x, W_K) + b_K
+        xqk = x if pos is None else x + pos
+        q = torch.einsum("bpd,hde->bphe", xqk, W_Q) + b_Q
+        k = torch.einsum("bpd,hde->bphe", xqk, W_K) + b_K
         v = torch.einsum("bpd,hde->bphe", x, W_V) + b_V
     else:
         q_in, k_in, v_in = x[:, :, :H], x[:, :, H:2 * H], x[:, :, 2 * H:3 * H]
+        if pos is not None:  # shortformer: after ln1, on queries and keys
+            q_in, k_in = q_in + pos[:, None], k_in + pos[:, None]
         q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
         k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
         v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V

@@ -27,8 +27,8 @@ def _on(value) -> bool:
 
 # (config field, test of its value, the feature named in the message): what the runtime refuses
 _UNSUPPORTED = (
-    ("positional_embedding_type", lambda v: v not in ("standard", "rotary"),
-     "{v!r} positional embeddings (the runtime runs absolute and rotary ones)"),
+    ("positional_embedding_type", lambda v: v not in ("standard", "rotary", "shortformer"),
+     "{v!r} positional embeddings (the runtime runs absolute, shortformer and rotary ones)"),
     ("original_architecture", lambda v: v in ("Olmo2ForCausalLM", "Olmo3ForCausalLM"),
      "post-norm blocks ({v})"),
     ("use_qk_norm", bool, "query/key normalization"),
@@ -147,6 +147,9 @@ class ModelState:
         self.parallel = g.parallel_attn_mlp
         self.causal = getattr(cfg, "attention_dir", "causal") == "causal"
         self.rotary = getattr(cfg, "positional_embedding_type", "standard") == "rotary"
+        # shortformer: the position embedding is added to every head's query and key inputs after
+        # ln1, never to the residual stream (the ``input`` node is the token embedding alone)
+        self.shortformer = getattr(cfg, "positional_embedding_type", "standard") == "shortformer"
         # Gemma-2's RMSNorm on the summed attention output and on the MLP output
         self.post_norm = (bool(getattr(cfg, "use_normalization_before_and_after", False))
                           and type(getattr(model.blocks[0], "ln1_post", None)).__name__ == "RMSNorm")

@@ -104,7 +104,10 @@ def objective_for(meta, cfg=None) -> tuple[str, str]:
 
 
 def positional_part(rt: ModelState, P: int) -> torch.Tensor:
-    """``[P, D]``: what the ``input`` node adds to ``hook_embed`` (the positional embedding)."""
+    """``[P, D]``: what the ``input`` node adds to ``hook_embed`` (the positional embedding; 0
+    with rotary or shortformer embeddings, which act inside attention)."""
+    if rt.rotary or rt.shortformer:
+        return torch.zeros(P, rt.d_model, dtype=rt.dtype, device=rt.device)
     tok = torch.zeros(1, P, dtype=torch.long, device=rt.device)
     with torch.no_grad():
         return rt.model.pos_embed(tok)[0].to(rt.dtype)

@@ -86,6 +86,32 @@ def qkv_weights(rt: ModelState, layer: int):
     return cache[layer]
 
 
+def qk_position(rt: ModelState, P: int, start: int = 0) -> torch.Tensor | None:
+    """A shortformer model's position embedding ``[P, D]`` of positions ``start..``, which its
+    heads' query and key inputs get after ln1 (TransformerLens's ``shortformer_pos_embed``);
+    None for other models."""
+    if not rt.shortformer:
+        return None
+    return rt.model.pos_embed.W_pos[start:start + P]
+
+
+def project_qkv(rt: ModelState, layer: int, ln_out: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """Every head's q, k and v ``[R, P, 3, H, d_head]`` of layer ``layer`` from its normalised
+    input ``ln_out [R, P, D]`` (positions ``start..``), the projections fused; a shortformer model's
+    queries and keys read ``ln_out`` plus the position embedding, its values ``ln_out``."""
+    W, b, _rows = qkv_weights(rt, layer)
+    R, P, D = ln_out.shape
+    H = rt.n_heads
+    d_head = W.shape[1] // (3 * H)
+    pos = qk_position(rt, P, start)
+    if pos is None:
+        return torch.addmm(b, ln_out.reshape(R * P, D), W).view(R, P, 3, H, d_head)
+    n = 2 * H * d_head
+    qk = torch.addmm(b[:n], (ln_out + pos).reshape(R * P, D), W[:, :n])
+    v = torch.addmm(b[n:], ln_out.reshape(R * P, D), W[:, n:])
+    return torch.cat([qk, v], 1).view(R, P, 3, H, d_head)
+
+
 def fuse_qkv(attn, detach: bool = True):
     """``(W, b, W_rows)`` of :func:`qkv_weights` from one attention module."""
     rows = torch.cat([attn.W_Q, attn.W_K, attn.W_V], 0)  # [3H, D, dh]

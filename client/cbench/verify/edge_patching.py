@@ -21,7 +21,7 @@ import torch
 
 from cbench.runtime.layers import attention, future_mask, mlp, unembed
 from cbench.runtime.memory import budget_bytes, output_width
-from cbench.runtime.weights import qkv_weights
+from cbench.runtime.weights import project_qkv
 
 #: [P, D] tensors alive per (edge x example) row at the peak of a pass (inputs, outputs, residual,
 #: the MLP's hidden layer and the temporaries beside them), counted generously, besides the
@@ -80,9 +80,8 @@ def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Se
         blk = rt.model.blocks[lyr]
         attn = blk.attn
         R = resid.shape[0]
-        W, b, _rows = qkv_weights(rt, lyr)
-        dh = W.shape[1] // (3 * H)
-        qkv = torch.addmm(b, blk.ln1(resid).reshape(R * P, D), W).view(R, P, 3, H, dh)
+        qkv = project_qkv(rt, lyr, blk.ln1(resid))
+        dh = qkv.shape[-1]
         q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))  # [R, H, P, dh]
         scores = q @ k.transpose(-1, -2) / attn.attn_scale
         if future is not None:
