@@ -129,3 +129,70 @@ def test_a_literature_circuit_on_the_wrong_model_or_name_is_one_line(gpt2_shape,
     assert "Traceback" not in (r.stdout + r.stderr)
     r = run_main(["adversarial", "--model", str(model), "--data", str(pairs), "literature:iot"])
     assert r.code == 2 and "no literature circuit 'iot'; there are: literature:ioi" in (r.stdout + r.stderr)
+
+
+def _transformer_lens_checkpoint(d: Path, n_layers: int, n_heads: int, seed: int) -> None:
+    """A random-weight checkpoint in TransformerLens's training layout (as Neel Nanda's toy models
+    are published): config.json, model_final.pth, and the tokenizer trained here."""
+    from cbench.artifacts.transformer_lens_adapter import build_model, model_state_dict
+
+    cfg = dict(d_model=32, d_head=4, n_heads=n_heads, n_layers=n_layers, n_ctx=32, d_vocab=320, act_fn="gelu",
+               attn_only=True, normalization_type="LN", positional_embedding_type="shortformer", seed=seed)
+    d.mkdir(parents=True)
+    torch.save(model_state_dict(build_model(cfg)), d / "model_final.pth")
+    (d / "config.json").write_text(json.dumps({
+        "d_model": 32, "d_head": 4, "n_heads": n_heads, "n_layers": n_layers, "n_ctx": 32, "d_vocab": 320,
+        "act_fn": "gelu", "attn_only": True, "normalization": "LN", "shortformer_pos": True, "d_mlp": 128}))
+    _tokenizer().save_pretrained(d)
+
+
+@pytest.fixture(scope="module")
+def attention_only(tmp_path_factory, gpt2_shape):
+    """attn-only-4l's shape in the Hugging Face cache under its repository name, and a 2-layer
+    8-head directory (Redwood's model's shape), both shortformer and attention only."""
+    root = tmp_path_factory.mktemp("attn-only")
+    cache = root / "hub"
+    snap = cache / "models--NeelNanda--Attn_Only_4L512W_C4_Code" / "snapshots" / ("0" * 40)
+    _transformer_lens_checkpoint(snap, 4, 8, seed=5)
+    (cache / "models--NeelNanda--Attn_Only_4L512W_C4_Code" / "refs").mkdir()
+    (cache / "models--NeelNanda--Attn_Only_4L512W_C4_Code" / "refs" / "main").write_text("0" * 40)
+    _transformer_lens_checkpoint(root / "attn-2l", 2, 8, seed=6)
+    return cache, root / "attn-2l", gpt2_shape[1]
+
+
+def test_docstring_and_induction_run_on_attention_only_shortformer_models(attention_only, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    cache, two_layer, pairs = attention_only
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    out = tmp_path / "docstring.json"
+    r = run_main(["test-circuit", "--model", "attn-only-4l", "--data", str(pairs), "literature:docstring",
+                  "--test", "sufficiency", "--n-random", "5", "--out", str(out)])
+    assert r.code in (0, 1), r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["results"]["tests"]["sufficiency"]["sizes"]["circuit_edges"] == 24
+    r = run_main(["adversarial", "--model", str(two_layer), "--data", str(pairs), "literature:induction", "--k", "1",
+                  "--json"])
+    assert r.code == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["results"]["summary"]["raw"]["count"] > 0
+    # the model as loaded is the checkpoint: the runtime's unpatched pass equals TransformerLens on it
+    from cbench.api.real_models import resolve_model
+
+    rm = resolve_model(str(two_layer), pairs)
+    assert rm.runtime.shortformer and not rm.runtime.has_mlp
+    with torch.no_grad():
+        ref = rm.model(rm.data.base)
+    assert torch.equal(rm.runtime.clean(rm.data.base), ref)
+    saved = torch.load(two_layer / "model_final.pth", weights_only=True)
+    assert torch.equal(rm.model.blocks[1].attn.W_K, saved["blocks.1.attn.W_K"])
+    assert torch.equal(rm.model.pos_embed.W_pos, saved["pos_embed.W_pos"])
+
+
+def test_a_transformer_lens_name_not_cached_is_one_line(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
+    r = run_main(["test-circuit", "--model", "attn-only-4l", "--data", str(tmp_path / "x.csv"), "literature:docstring",
+                  "--test", "sufficiency"])
+    assert r.code == 2 and "'NeelNanda/Attn_Only_4L512W_C4_Code' could not be loaded (HF_HUB_OFFLINE is set" in r.stderr
+    assert "Traceback" not in r.stdout + r.stderr

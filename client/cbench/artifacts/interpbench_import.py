@@ -66,8 +66,8 @@ def _json_safe(value: Any) -> Any:
     return None
 
 
-def _load_weights(path: Path) -> dict:
-    """The state dict of ``ll_model.pth``: ``torch.load(weights_only=True)`` in a child process (a
+def read_pth_state_dict(path: Path) -> dict:
+    """The state dict of a ``.pth`` file (``ll_model.pth``): ``torch.load(weights_only=True)`` in a child process (a
     crash in torch's reader becomes one line), handed back as safetensors bytes."""
     import json
     import signal
@@ -210,7 +210,7 @@ def import_interpbench(directory: str | os.PathLike, case_id: str, out_dir: str 
     from cbench.artifacts.transformer_lens_adapter import build_model, config_to_json
 
     cfg = _config_json(cfg_raw, d / "ll_model_cfg.pkl")
-    state = _load_weights(d / "ll_model.pth")
+    state = read_pth_state_dict(d / "ll_model.pth")
     model = build_model(cfg, state, strict_config=False)
     config = config_to_json(model.cfg)
 

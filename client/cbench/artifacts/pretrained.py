@@ -8,7 +8,9 @@
   ``local_files_only``, converted by TransformerLens's own config and weight converters, with no
   weight processing (the model computes what the checkpoint computes);
 * a hub name (``"gpt2"``, ``"Qwen/Qwen2.5-0.5B"``, ...): the same through the Hugging Face
-  cache; offline (``HF_HUB_OFFLINE=1``) only what is cached, and a name not cached is one line.
+  cache; offline (``HF_HUB_OFFLINE=1``) only what is cached, and a name not cached is one line;
+* a checkpoint in TransformerLens's own layout (``attn-only-4l`` by name, or a directory so
+  laid out): :mod:`cbench.artifacts.transformer_lens_repos`.
 
 A TransformerLens 4.x ``TransformerBridge`` is refused in one line: the bridge offers neither
 per-head results nor split q/k/v inputs (docs/real-models.md). ``dtype``: ``float32``,
@@ -74,6 +76,13 @@ def load_model(model, dtype: str | torch.dtype = "float32"):
                          f"(got {type(model).__name__})")
     name = str(model)
     path = Path(name)
+    from cbench.artifacts import transformer_lens_repos as tl_repos
+
+    if path.exists() and tl_repos.is_transformer_lens_dir(path):  # attn-only-4l and its kind
+        return tl_repos.load_transformer_lens_dir(path, torch_dtype)
+    repo = None if path.exists() else tl_repos.native_repo(name)
+    if repo is not None:
+        return tl_repos.load_native_repo(repo, torch_dtype)
     if path.exists() and not is_checkpoint_dir(path):
         raise UsageError(f"{name} is not a Hugging Face checkpoint directory (no config.json)")
     return _from_transformers(name, path.exists(), torch_dtype)
