@@ -29,7 +29,7 @@ torch.set_num_threads(1)
 
 
 def test_committed_files_equal_the_builder():
-    from cbench_builders.literature_circuits import CIRCUITS, circuit_document
+    from cbench_builders.literature.circuits import CIRCUITS, circuit_document
 
     assert tuple(CIRCUITS) == NAMES
     for name in NAMES:

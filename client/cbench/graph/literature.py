@@ -3,7 +3,7 @@ attn-only-4l, induction in a 2-layer attention-only model (docs/literature-circu
 
 Each is a circuit document (``cbench/circuit/v1``, model kind ``pretrained``) shipped with the
 client in ``cbench/graph/literature/``; a command's CIRCUIT argument ``literature:ioi`` reads it.
-The documents are written by ``cbench_builders.literature_circuits`` from the papers' head classes
+The documents are written by ``cbench_builders.literature.circuits`` from the papers' head classes
 and the ACDC paper's edge-level encoding of them.
 """
 

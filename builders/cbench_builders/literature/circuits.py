@@ -22,7 +22,7 @@ their own layer), so each encoding's rule carries over name for name:
 * **induction** (Olsson et al. 2022's mechanism, the circuit ACDC finds with zero ablation on
   Redwood's 2-layer attention-only model): a previous-token head 0.0 and the induction head 1.6.
 
-Run ``python -m cbench_builders.literature_circuits`` to rewrite the files; a test checks that the
+Run ``python -m cbench_builders.literature.circuits`` to rewrite the files; a test checks that the
 committed files equal what this module builds.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from cbench.graph import Graph
 from cbench.graph.graph import edge_name
 
-OUT_DIR = Path(__file__).resolve().parents[2] / "client" / "cbench" / "graph" / "literature"
+OUT_DIR = Path(__file__).resolve().parents[3] / "client" / "cbench" / "graph" / "literature"
 
 GPT2_SMALL = {"name": "gpt2", "n_layers": 12, "n_heads": 12, "d_model": 768, "attn_only": False,
               "positional_embedding_type": "standard"}
