@@ -52,14 +52,19 @@ $(TL4_STAMP): $(STAMP)
 demo: setup
 	$(VENV)/bin/cbench demo
 
+# the tests run on every CPU (pytest-xdist, one worker per core; each test file stays on one
+# worker, so its module fixtures are built once): TEST_WORKERS=0 runs them in this process
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 test: setup $(TL4_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 test-slow: setup $(TL4_STAMP)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest $(XDIST) -m slow
 
 test-all: setup $(TL4_STAMP)
-	$(PY) -m pytest -m ''
+	$(PY) -m pytest $(XDIST) -m ''
 
 # issue 21: the HTML report opened by headless Chromium (Debian's chromium + chromium-driver,
 # installed here when missing; selenium from PyPI). Not part of `make test`.
