@@ -87,20 +87,21 @@ def _filler(rng: random.Random) -> str:
     return rng.choice(forms)
 
 
-def corpus(n_documents: int, seed: int = 0) -> list[str]:
+def corpus(n_documents: int, seed: int = 0, ioi_share: float = 0.5, max_filler: int = 2) -> list[str]:
     """Training documents: each a few filler sentences around one task sentence, completed (the
     IOI answer or a later year of the same century)."""
     rng = random.Random(seed)
     train_pairs, _ = _split_pairs(random.Random(seed + 1))
     docs = []
     for _ in range(n_documents):
-        if rng.random() < 0.5:
+        if rng.random() < ioi_share:
             p = ioi_prompt(rng, train_pairs)
             task = p.clean + p.correct + "."
         else:
             p = greater_than_prompt(rng)
             task = p.clean + p.correct + "."
-        parts = [_filler(rng) for _ in range(rng.randint(0, 2))] + [task] + [_filler(rng) for _ in range(rng.randint(0, 2))]
+        parts = ([_filler(rng) for _ in range(rng.randint(0, max_filler))] + [task]
+                 + [_filler(rng) for _ in range(rng.randint(0, max_filler))])
         docs.append(" ".join(parts))
     return docs
 

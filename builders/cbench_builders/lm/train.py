@@ -35,6 +35,8 @@ class Recipe:
     n_positions: int = 64
     vocab_size: int = 1024
     n_documents: int = 60_000
+    ioi_share: float = 0.5
+    max_filler: int = 2
     steps: int = 3_000
     batch_size: int = 64
     lr: float = 3e-3
@@ -102,11 +104,11 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    docs = corpus(recipe.n_documents, recipe.seed)
+    docs = corpus(recipe.n_documents, recipe.seed, recipe.ioi_share, recipe.max_filler)
     tok = train_tokenizer(docs, recipe.vocab_size)
     data = _encode(tok, docs, recipe.n_positions)
     cfg = transformers.GPT2Config(n_layer=recipe.n_layer, n_head=recipe.n_head, n_embd=recipe.n_embd,
-                                  n_positions=recipe.n_positions, vocab_size=len(tok),
+                                  n_positions=recipe.n_positions, n_ctx=recipe.n_positions, vocab_size=len(tok),
                                   bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     model = transformers.GPT2LMHeadModel(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
@@ -131,7 +133,7 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if step % 100 == 0 or step == recipe.steps - 1:
-            losses.append([step, round(float(loss), 4)])
+            losses.append([step, round(loss.item(), 4)])
             log(f"step {step} loss {float(loss):.4f} ({time.perf_counter() - t0:.0f} s)")
     train_s = time.perf_counter() - t0
     model.eval()
@@ -155,8 +157,12 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=Path("build/lm"))
     ap.add_argument("--steps", type=int, default=Recipe.steps)
     ap.add_argument("--n-layer", type=int, default=Recipe.n_layer)
+    ap.add_argument("--lr", type=float, default=Recipe.lr)
+    ap.add_argument("--ioi-share", type=float, default=Recipe.ioi_share)
+    ap.add_argument("--max-filler", type=int, default=Recipe.max_filler)
     args = ap.parse_args(argv)
-    report = train(args.out, Recipe(steps=args.steps, n_layer=args.n_layer))
+    report = train(args.out, Recipe(steps=args.steps, n_layer=args.n_layer, lr=args.lr, ioi_share=args.ioi_share,
+                                    max_filler=args.max_filler))
     print(json.dumps(report["held_out"], indent=1), report["train_seconds"], "s")
 
 
