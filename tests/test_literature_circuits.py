@@ -5,9 +5,7 @@ edges are the ones the papers' figures name, and ``test-circuit``/``adversarial`
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from cbench.graph import Graph  # noqa: E402
 from cbench.graph.literature import NAMES, literature_circuit  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
-from test_real_models_loading import WORDS, _tokenizer  # noqa: E402
+from test_real_models_loading import _tokenizer, write_ioi_pairs  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -80,20 +78,7 @@ def gpt2_shape(tmp_path_factory):
     torch.manual_seed(3)
     transformers.AutoModelForCausalLM.from_config(cfg).eval().save_pretrained(root / "gpt2")
     tok.save_pretrained(root / "gpt2")
-    mary, john = tok(" Mary")["input_ids"][0], tok(" John")["input_ids"][0]
-    r = random.Random(4)
-    pairs = root / "pairs.csv"
-    with open(pairs, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["clean", "corrupted", "correct_idx", "incorrect_idx"])
-        n = 0
-        while n < 6:
-            words = " ".join(r.choice(WORDS[:12]) for _ in range(4))
-            clean, corrupted = f"When Mary and John {words} gave a book to", f"When Mary and Mary {words} gave a book to"
-            if len(tok(clean)["input_ids"]) == len(tok(corrupted)["input_ids"]):
-                w.writerow([clean, corrupted, mary, john])
-                n += 1
-    return root / "gpt2", pairs
+    return root / "gpt2", write_ioi_pairs(tok, root / "pairs.csv", 6, seed=4, n_words=4)
 
 
 @pytest.fixture(autouse=True)

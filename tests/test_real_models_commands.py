@@ -5,9 +5,7 @@ figures equal the same computation through the Python API on the resolved model.
 
 from __future__ import annotations
 
-import csv
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from cli_inprocess import assert_one_clean_error, run_main  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 
-from test_real_models_loading import WORDS, _configs, _tokenizer  # noqa: E402
+from test_real_models_loading import _configs, _tokenizer, write_ioi_pairs  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -36,19 +34,7 @@ def setup(tmp_path_factory):
         transformers.AutoModelForCausalLM.from_config(_configs()[family]).eval().save_pretrained(root / family)
         tok.save_pretrained(root / family)
         dirs[family] = root / family
-    r = random.Random(2)
-    mary, john = tok(" Mary")["input_ids"][0], tok(" John")["input_ids"][0]
-    pairs = root / "pairs.csv"
-    with open(pairs, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["clean", "corrupted", "correct_idx", "incorrect_idx"])
-        n = 0
-        while n < 6:
-            words = " ".join(r.choice(WORDS[:12]) for _ in range(5))
-            clean, corrupted = f"When Mary and John {words} gave a book to", f"When Mary and Mary {words} gave a book to"
-            if len(tok(clean)["input_ids"]) == len(tok(corrupted)["input_ids"]):
-                w.writerow([clean, corrupted, mary, john])
-                n += 1
+    pairs = write_ioi_pairs(tok, root / "pairs.csv", 6, seed=2, n_words=5)
     circuit = root / "circuit.json"
     circuit.write_text(json.dumps(["input->a0.h0<q>", "input->a0.h0<k>", "input->a0.h0<v>", "a0.h0->a1.h1<v>",
                                    "a1.h1->logits", "input->logits", "m0->logits"]))

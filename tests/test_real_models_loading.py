@@ -70,6 +70,24 @@ def _tokenizer():
                                                 eos_token="<|endoftext|>", unk_token="<|endoftext|>")
 
 
+def write_ioi_pairs(tok, path: Path, n: int, seed: int, n_words: int) -> Path:
+    """``n`` IOI-like pairs in the EAP-IG library's CSV layout ("When Mary and John <words> gave a
+    book to" against "... Mary and Mary ..."; answers Mary over John), equal token lengths."""
+    r = random.Random(seed)
+    mary, john = tok(" Mary")["input_ids"][0], tok(" John")["input_ids"][0]
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["clean", "corrupted", "correct_idx", "incorrect_idx"])
+        k = 0
+        while k < n:
+            words = " ".join(r.choice(WORDS[:12]) for _ in range(n_words))
+            clean, corrupted = f"When Mary and John {words} gave a book to", f"When Mary and Mary {words} gave a book to"
+            if len(tok(clean)["input_ids"]) == len(tok(corrupted)["input_ids"]):
+                w.writerow([clean, corrupted, mary, john])
+                k += 1
+    return path
+
+
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """{family: checkpoint dir} (weights and tokenizer, made here), and the pairs CSV."""
