@@ -53,7 +53,7 @@ from cbench.discovery.base import COMMON_PARAMS, Context, Param, finish, progres
 from cbench.tasks.metrics import metric_slice
 from cbench.runtime import memory
 from cbench.runtime.attention_ops import head_pattern
-from cbench.runtime.weights import qk_position
+from cbench.runtime.weights import add_qk_position
 
 PARAMS = {
     "threshold": Param(float, 0.01, low=0.0, doc="tau: remove an edge when the metric grows by less than this"),
@@ -154,8 +154,8 @@ class _Incremental:
 
         def project(xs):
             y = ln(xs) if ln is not None else xs
-            if i < 2 and self.rt.shortformer:  # queries and keys read the position embedding after ln1
-                y = y + qk_position(self.rt, y.shape[-2])
+            if i < 2:  # queries and keys read a shortformer's position embedding after ln1
+                y = add_qk_position(self.rt, y)
             return y @ W + b
 
         if x is None:

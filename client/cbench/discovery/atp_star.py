@@ -56,7 +56,7 @@ from cbench.runtime.layer_norm import ln_kind, projected_ln_vjp
 from cbench.runtime.layers import mlp as mlp_layer
 from cbench.runtime.layers import post_attention
 from cbench.runtime.memory import budget_bytes, row_parts, rows_per_pass
-from cbench.runtime.weights import project_qkv, qk_position, qkv_weights
+from cbench.runtime.weights import add_qk_position, project_qkv, qkv_weights
 from cbench.tasks.metrics import metric_slice
 
 PARAMS = {
@@ -180,9 +180,7 @@ def patched_pattern_effects(rt, layer: int, resid: torch.Tensor, diff: torch.Ten
         max_sources = max(1, int(budget_bytes() // max(per, 1)) - 1)
     for s0, s1 in row_parts(S, max_sources):
         x = torch.cat([resid[None], resid[None] - diff[s0:s1]], 0)  # row 0: unpatched (the same arithmetic)
-        y = blk.ln1(x)
-        if rt.shortformer:  # the position embedding on queries' and keys' inputs, after ln1
-            y = y + qk_position(rt, P)
+        y = add_qk_position(rt, blk.ln1(x))  # a shortformer's queries and keys
         q = torch.einsum("snpd,hde->snhpe", y, W_Q) + b_Q[:, None]
         k = torch.einsum("snpd,hde->snhpe", y, W_K) + b_K[:, None]
         a_q = pattern(q, k[:1])  # query patched, keys clean [1 + s, n, H, P, P]

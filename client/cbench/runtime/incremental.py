@@ -11,7 +11,7 @@ import torch
 from cbench.errors import GraphError, UnsupportedModelError
 from cbench.runtime.attention_ops import head_pattern
 from cbench.runtime.layers import mlp, unembed
-from cbench.runtime.weights import qk_position, slot_bias_stack
+from cbench.runtime.weights import add_qk_position, slot_bias_stack
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
@@ -51,10 +51,8 @@ def node_output(rt: ModelState, node: str, x) -> torch.Tensor:
         blk = rt.model.blocks[n.layer]
         attn, h = blk.attn, n.head
         q_in, k_in, v_in = x
-        yq, yk = blk.ln1(q_in), blk.ln1(k_in)
-        if rt.shortformer:  # queries are the last positions, keys every position from 0
-            Pq, Pk = yq.shape[-2], yk.shape[-2]
-            yq, yk = yq + qk_position(rt, Pq, Pk - Pq), yk + qk_position(rt, Pk)
+        yk = add_qk_position(rt, blk.ln1(k_in))  # keys: every position from 0; queries: the last ones
+        yq = add_qk_position(rt, blk.ln1(q_in), yk.shape[-2] - q_in.shape[-2])
         q = yq @ attn.W_Q[h] + attn.b_Q[h]
         k = yk @ attn.W_K[h] + attn.b_K[h]
         v = blk.ln1(v_in) @ attn.W_V[h] + attn.b_V[h]

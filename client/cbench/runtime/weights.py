@@ -95,6 +95,13 @@ def qk_position(rt: ModelState, P: int, start: int = 0) -> torch.Tensor | None:
     return rt.model.pos_embed.W_pos[start:start + P]
 
 
+def add_qk_position(rt: ModelState, y: torch.Tensor, start: int = 0) -> torch.Tensor:
+    """``y [..., P, D]`` (a query's or key's normalised input, positions ``start..``) plus a
+    shortformer model's position embedding there; ``y`` itself for other models."""
+    pos = qk_position(rt, y.shape[-2], start)
+    return y if pos is None else y + pos
+
+
 def project_qkv(rt: ModelState, layer: int, ln_out: torch.Tensor, start: int = 0) -> torch.Tensor:
     """Every head's q, k and v ``[R, P, 3, H, d_head]`` of layer ``layer`` from its normalised
     input ``ln_out [R, P, D]`` (positions ``start..``), the projections fused; a shortformer model's
