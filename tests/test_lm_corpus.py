@@ -57,3 +57,44 @@ def test_pairs_are_written_in_the_eap_ig_layout(docs_and_tok, tmp_path):
     for r in rows:
         assert len(tok(r["clean"])["input_ids"]) == len(tok(r["corrupted"])["input_ids"])
         assert tok.decode([int(r["correct_idx"])]).strip() in r["clean"]
+
+
+def test_every_two_digit_piece_is_one_token_even_when_the_corpus_lacks_it():
+    tok = C.train_tokenizer(["When Mary and John went to the store, John gave a drink to Mary."] * 50, 512)
+    assert all(len(tok(f"{y:02d}")["input_ids"]) == 1 for y in range(100))
+
+
+def test_a_trained_model_is_packaged_as_a_releasable_checkpoint_repository(tmp_path):
+    """A few steps of the real training on a small corpus, packaged: the repository holds the
+    checkpoint at its top level (transformers reads it), the pairs, the gzipped corpus (the same
+    bytes on every packaging), the training code and a card with the held-out accuracy; the
+    hub's release check accepts it, and refuses it without its weights."""
+    import gzip
+    import json
+    import shutil
+
+    pytest.importorskip("transformers")
+    import transformers
+
+    from cbench.hub.publishing import is_checkpoint_repository, release_problems
+    from cbench_builders.lm.repository import lm_release_problems, package
+    from cbench_builders.lm.train import Recipe, train
+
+    recipe = Recipe(n_layer=1, n_head=2, n_embd=32, n_documents=400, steps=3, batch_size=8, n_held_out=20,
+                    eval_every=0)
+    report = train(tmp_path / "work", recipe, log=lambda _line: None)
+    repo = package(tmp_path / "work", tmp_path / "out", "lm-test")
+    assert is_checkpoint_repository(repo) and lm_release_problems(repo) == [] and release_problems(repo) == []
+    model = transformers.AutoModelForCausalLM.from_pretrained(repo)
+    assert model.config.n_layer == 1 and model.config.vocab_size == json.loads((repo / "config.json").read_text())[
+        "vocab_size"]
+    assert gzip.decompress((repo / "corpus.txt.gz").read_bytes()).decode() == (tmp_path / "work" / "corpus.txt").read_text()
+    first = (repo / "corpus.txt.gz").read_bytes()
+    assert package(tmp_path / "work", tmp_path / "out2", "lm-test").joinpath("corpus.txt.gz").read_bytes() == first
+    card = (repo / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers") and "no ground-truth circuit" in card
+    assert f"{100 * report['held_out']['ioi']['accuracy']:.1f} % of 20" in card
+    assert (repo / "training" / "train.py").read_text().startswith('"""Train the small language model')
+    shutil.copytree(repo, tmp_path / "broken")
+    (tmp_path / "broken" / "model.safetensors").unlink()
+    assert any("safetensors" in p for p in release_problems(tmp_path / "broken"))

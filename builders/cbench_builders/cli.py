@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "schemas": "cbench_builders.release.schemas:build_schemas_cmd",
     "find": "cbench_builders.find.suite:build_find_cmd",
     "ioi-model": "cbench_builders.ioi.build:build_ioi_cmd",
+    "lm": "cbench_builders.lm.repository:build_lm_cmd",
     "stress": "cbench_builders.stress.build:build_stress_cmd",
     "variables": "cbench_builders.variables.build:build_variables_cmd",
     "stress-dataset": "cbench_builders.stress.dataset:build_stress_dataset_cmd",

@@ -125,7 +125,9 @@ def train_tokenizer(docs: list[str], vocab_size: int = 1024):
         pre_tokenizers.ByteLevel(add_prefix_space=False),
     ])
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(docs, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+    # every two-digit piece is a token however rare it is in the corpus (a greater-than answer may be "00")
+    pieces = [" ".join(f"{y:02d}" for y in range(100))] * 10
+    tok.train_from_iterator(list(docs) + pieces, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
                                                 eos_token="<|endoftext|>", unk_token="<|endoftext|>",

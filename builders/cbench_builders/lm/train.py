@@ -44,6 +44,8 @@ class Recipe:
     weight_decay: float = 0.01
     seed: int = 0
     n_held_out: int = 500
+    threads: int = 1
+    eval_every: int = 500  # held-out accuracy of both tasks on 100 prompts every this many steps (0: never)
 
 
 def _encode(tok, docs, n_positions: int) -> torch.Tensor:
@@ -101,7 +103,7 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
     import transformers
 
     torch.manual_seed(recipe.seed)
-    torch.set_num_threads(1)
+    torch.set_num_threads(recipe.threads)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     docs = corpus(recipe.n_documents, recipe.seed, recipe.ioi_share, recipe.max_filler)
@@ -113,7 +115,8 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
     model = transformers.GPT2LMHeadModel(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     gen = torch.Generator().manual_seed(recipe.seed)
-    losses = []
+    losses, curve = [], []
+    probes = {task: held_out_prompts(task, 100, seed=2000) for task in ("ioi", "greater-than")}
     model.train()
     for step in range(recipe.steps):
         lr = recipe.lr * min(1.0, (step + 1) / recipe.warmup) * 0.5 * (1 + math.cos(math.pi * step / recipe.steps))
@@ -134,7 +137,13 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
         opt.step()
         if step % 100 == 0 or step == recipe.steps - 1:
             losses.append([step, round(loss.item(), 4)])
-            log(f"step {step} loss {float(loss):.4f} ({time.perf_counter() - t0:.0f} s)")
+            log(f"step {step} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f} s)")
+        if recipe.eval_every and (step + 1) % recipe.eval_every == 0:
+            model.eval()
+            acc = {task: round(accuracy(model, tok, ps)["accuracy"], 3) for task, ps in probes.items()}
+            model.train()
+            curve.append([step + 1, acc])
+            log(f"step {step + 1} held-out accuracy {acc}")
     train_s = time.perf_counter() - t0
     model.eval()
     results = {}
@@ -145,8 +154,8 @@ def train(out: Path, recipe: Recipe = Recipe(), log=print) -> dict:
     model.save_pretrained(out / "model")
     tok.save_pretrained(out / "model")
     (out / "corpus.txt").write_text("\n".join(docs) + "\n")
-    report = {"recipe": asdict(recipe), "train_seconds": round(train_s, 1), "threads": 1,
-              "parameters": sum(p.numel() for p in model.parameters()), "loss_curve": losses,
+    report = {"recipe": asdict(recipe), "train_seconds": round(train_s, 1), "threads": recipe.threads,
+              "parameters": sum(p.numel() for p in model.parameters()), "loss_curve": losses, "accuracy_curve": curve,
               "held_out": results}
     (out / "training.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -160,9 +169,14 @@ def main(argv=None) -> None:
     ap.add_argument("--lr", type=float, default=Recipe.lr)
     ap.add_argument("--ioi-share", type=float, default=Recipe.ioi_share)
     ap.add_argument("--max-filler", type=int, default=Recipe.max_filler)
+    ap.add_argument("--batch-size", type=int, default=Recipe.batch_size)
+    ap.add_argument("--n-head", type=int, default=Recipe.n_head)
+    ap.add_argument("--threads", type=int, default=Recipe.threads)
+    ap.add_argument("--eval-every", type=int, default=Recipe.eval_every)
     args = ap.parse_args(argv)
     report = train(args.out, Recipe(steps=args.steps, n_layer=args.n_layer, lr=args.lr, ioi_share=args.ioi_share,
-                                    max_filler=args.max_filler))
+                                    max_filler=args.max_filler, batch_size=args.batch_size, n_head=args.n_head,
+                                    threads=args.threads, eval_every=args.eval_every))
     print(json.dumps(report["held_out"], indent=1), report["train_seconds"], "s")
 
 

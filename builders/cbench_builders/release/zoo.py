@@ -42,12 +42,14 @@ def _tree_files(root: Path) -> dict[str, str]:
 
 def collect(built: dict[str, Path]) -> list[tuple[str, str, Path]]:
     """(repo type, repo name, directory) for every built artifact under the given build dirs."""
+    from cbench.hub.publishing import is_checkpoint_repository
+
     found: list[tuple[str, str, Path]] = []
     for kind, root in built.items():
         if root is None or not root.is_dir():
             continue
         for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if (d / "meta.json").is_file():
+            if (d / "meta.json").is_file() or is_checkpoint_repository(d):  # a cbench model, or a plain checkpoint
                 found.append(("model", d.name, d))
             elif (d / "README.md").is_file():  # a dataset (e.g. tracr-programs beside the Tracr models)
                 found.append(("dataset", d.name, d))
@@ -123,7 +125,7 @@ def write_index(zoo: Path, version: str) -> Path:
         hub_dir = Path(tmp) / "hub"
         ensure_seeded(hub_dir, zoo=zoo)
         hub = Hub(hub_dir)
-        cases, datasets = [], []
+        cases, datasets, checkpoints = [], [], []
         for ref, versions in sorted(zoo_releases(zoo).items(), key=lambda kv: (kv[0].repo_type, kv[0].repo_id)):
             tags = hub.refs(ref.repo_id, ref.repo_type)
             entries = []
@@ -134,7 +136,13 @@ def write_index(zoo: Path, version: str) -> Path:
                 configs = _dataset_configs(versions[max(versions, key=lambda s: tuple(int(x) for x in s[1:].split(".")))])
                 datasets.append({"repo": ref.repo_id, "configs": configs, "versions": entries})
                 continue
-            meta = json.loads((versions[next(iter(versions))] / "meta.json").read_text())
+            first = versions[next(iter(versions))]
+            if not (first / "meta.json").is_file():  # a plain checkpoint (the language model): no case
+                cfg = json.loads((first / "config.json").read_text())
+                checkpoints.append({"repo": ref.repo_id, "name": name, "model_type": cfg.get("model_type"),
+                                    "versions": entries})
+                continue
+            meta = json.loads((first / "meta.json").read_text())
             circuit_path = versions[next(iter(versions))] / "circuit.json"
             n_edges = len(json.loads(circuit_path.read_text())["edges"]) if circuit_path.is_file() else None
             cases.append({"case": str(meta["case"]), "repo": ref.repo_id, "name": name,
@@ -144,6 +152,7 @@ def write_index(zoo: Path, version: str) -> Path:
         "schema": "cbench/benchmark-index/v1", "name": "cbench", "version": version,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         "cbench_version": cbench.__version__, "cases": _one_entry_per_case(cases), "datasets": datasets,
+        **({"checkpoints": checkpoints} if checkpoints else {}),
     }
     out = zoo / "releases" / "index.json"
     write_json(out, index)
@@ -192,9 +201,11 @@ def _dataset_configs(path: Path) -> list[str]:
               help="where `cbench build stress` wrote the stress tier's models")
 @click.option("--variables-dir", default="build/variables", type=click.Path(path_type=Path), show_default=True,
               help="where `cbench build variables` wrote the variables tier's models")
+@click.option("--lm-dir", default="build/lm-release", type=click.Path(path_type=Path), show_default=True,
+              help="where `cbench build lm` wrote the language model's repository")
 @click.option("--only", default=None, help="comma-separated repo names to release (default: everything built)")
 @click.option("--zoo", default=None, type=click.Path(path_type=Path), help="model_zoo directory (default: the repo's)")
-def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi_dir, stress_dir, variables_dir):
+def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi_dir, stress_dir, variables_dir, lm_dir):
     """Copy built artifacts into model_zoo/releases at VERSION and rewrite the benchmark index."""
     from cbench.hub.zoo import zoo_dir
 
@@ -208,11 +219,11 @@ def build_release_cmd(version, tracr_dir, siit_dir, datasets_dir, only, zoo, ioi
     if not Path(zoo).is_dir():
         raise UsageError(f"--zoo {zoo}: no such directory")
     built = {"tracr": tracr_dir, "siit": siit_dir, "datasets": datasets_dir, "ioi": ioi_dir, "stress": stress_dir,
-             "variables": variables_dir}
+             "variables": variables_dir, "lm": lm_dir}
     if not any(Path(d).is_dir() for d in built.values()):
         raise UsageError(f"none of {', '.join(str(d) for d in built.values())} exists; build something first "
-                         "(cbench build tracr / datasets / siit / ioi-model / stress / variables) or pass "
-                         "--tracr-dir/--siit-dir/--datasets-dir/--ioi-dir/--stress-dir/--variables-dir")
+                         "(cbench build tracr / datasets / siit / ioi-model / stress / variables / lm) or pass "
+                         "--tracr-dir/--siit-dir/--datasets-dir/--ioi-dir/--stress-dir/--variables-dir/--lm-dir")
     only_set = {s.strip() for s in only.split(",") if s.strip()} if only is not None else None
     if only is not None:
         names = {name for _t, name, _p in collect(built)}

@@ -62,12 +62,41 @@ def release_problems(directory: str | os.PathLike, repo_type: str = "model") -> 
         if isinstance(doc, dict) and "schema" in doc:
             problems += [f"{rel}: {v}" for v in validate(doc)]
     if repo_type == "model" and not problems:
+        if is_checkpoint_repository(root):
+            return checkpoint_problems(root)
         from cbench.artifacts.model import verify_artifact
 
         try:
             verify_artifact(root)
         except CbenchError as exc:
             problems.append(str(exc))
+    return problems
+
+
+def is_checkpoint_repository(root: Path) -> bool:
+    """A plain Hugging Face checkpoint (``config.json`` naming a ``model_type``, no cbench
+    ``meta.json``): a model without ground truth, such as the language model trained here."""
+    import json
+
+    if (root / "meta.json").exists() or not (root / "config.json").is_file():
+        return False
+    try:
+        return isinstance(json.loads((root / "config.json").read_text()).get("model_type"), str)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def checkpoint_problems(root: Path) -> list[str]:
+    """A checkpoint repository needs its weights (safetensors: never a pickle), a tokenizer and a
+    card."""
+    problems = []
+    if not any(root.glob("*.safetensors")):
+        problems.append("no *.safetensors weights (a checkpoint repository is published with safetensors only)")
+    if any(root.glob("*.bin")) or any(root.glob("*.pt")) or any(root.glob("*.pth")):
+        problems.append("pickled weights (*.bin, *.pt, *.pth) are not published; convert them to safetensors")
+    for name in ("tokenizer.json", "README.md"):
+        if not (root / name).is_file():
+            problems.append(f"{name}: missing")
     return problems
 
 
