@@ -98,14 +98,15 @@ def minibatch(idx, tokens, ablated, metric: Metric, per_example: bool):
     return tokens[idx], abl, Metric(metric.name, metric.reference[idx], metric.valid[idx])
 
 
-def backward_in_parts(rt, tokens: torch.Tensor, ablated: torch.Tensor, metric: Metric, run_part,
+def backward_in_parts(rt, tokens: torch.Tensor, ablated: torch.Tensor, metric: Metric, run_part, inputs,
                       edge_masks: bool = True) -> float:
     """Backpropagate ``metric`` (a mean over the rows of ``tokens``) of the masked run
     ``run_part(tokens[s:e], ablated rows, s, e) -> outputs`` in parts of at most
     :func:`masked_grad_rows_per_pass` rows (node masks only, ``edge_masks=False``: the residual
     pass's :func:`rows_per_pass`), so one training step's memory stays within the budget
     whatever its batch; each part's loss is weighted by its share of the rows and the gradients
-    add up in the leaves. Returns the loss value. One part (every default batch on the benchmark
+    add up in the leaves ``inputs`` (the masks being learned) and nowhere else: the model's own
+    parameters get no gradient (computing theirs took a third of a step). Returns the loss value. One part (every default batch on the benchmark
     models): the same arithmetic as one pass."""
     n, P = tokens.shape
     per_row = ablated.shape[1] == n and n > 1
@@ -117,7 +118,7 @@ def backward_in_parts(rt, tokens: torch.Tensor, ablated: torch.Tensor, metric: M
             loss = metric(run_part(tokens, abl, s, e))
         else:
             loss = metric_slice(metric, s, e)(run_part(tokens[s:e], abl, s, e)) * ((e - s) / n)
-        loss.backward()
+        loss.backward(inputs=list(inputs))
         total += float(loss.detach())
     return total
 
@@ -154,7 +155,8 @@ def _train_steps(ctx: Context, n_units: int, to_masks, lambda_reg, lr, steps, in
             z_in = z.detach().requires_grad_(True)  # the parts' gradients gather here
             edge_mask, node_mask = to_masks(z_in)
             loss_v = backward_in_parts(rt, tok, abl, m, lambda t, a, s, e: rt.run(
-                t, edge_mask=edge_mask, node_mask=node_mask, ablated=a).output, edge_masks=edge_mask is not None)
+                t, edge_mask=edge_mask, node_mask=node_mask, ablated=a).output, [z_in],
+                edge_masks=edge_mask is not None)
             reg = torch.sigmoid(log_alpha - shift).mean()
             opt.zero_grad()
             ((z * z_in.grad).sum() + lambda_reg * reg).backward()

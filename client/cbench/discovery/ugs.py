@@ -82,7 +82,7 @@ def step_gradient(rt, tokens, ablated, metric, alpha: torch.Tensor, sampled: tor
     a = alpha.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         loss = backward_in_parts(rt, tokens, ablated, metric,
-                                 lambda t, abl, s, e: rt.run(t, edge_mask=a[s:e], ablated=abl).output)
+                                 lambda t, abl, s, e: rt.run(t, edge_mask=a[s:e], ablated=abl).output, [a])
     return (a.grad * sampled).sum(0), loss
 
 

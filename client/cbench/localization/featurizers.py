@@ -263,7 +263,7 @@ def train_featurizers(model, locations, ivs_per_location, spec: FeaturizerSpec, 
                     loss = loss + MASK_L1 * torch.cat([x.mask() for x in ivs]).mean()
                 losses.append(loss)
             opt.zero_grad()
-            torch.stack(losses).sum().backward()
+            torch.stack(losses).sum().backward(inputs=params)  # the featurizers only, never the model
             opt.step()
             steps += 1
             last = [float(x.detach()) for x in losses]

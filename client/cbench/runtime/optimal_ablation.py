@@ -140,7 +140,7 @@ def learn(rt: ModelState, tokens, metric, settings: OptimalAblationSettings | No
         with torch.enable_grad():
             loss = node_losses(rt, tokens[idx], vectors, sub(idx)).sum()
             opt.zero_grad()
-            loss.backward()
+            loss.backward(inputs=[vectors])  # the vectors only, never the model
         vectors.grad[~active] = 0.0  # a stopped node's vector is not needed any more (its best is kept)
         opt.step()
         steps = step

@@ -204,7 +204,7 @@ def learn_mib(rt: ModelState, tokens, loss_fn=None, settings: MibOptimalAblation
         with torch.enable_grad():
             losses = _losses(rt, tokens, idx, vectors, comps, loss_fn, pos)
             opt.zero_grad()
-            losses.sum().backward()
+            losses.sum().backward(inputs=[vectors])  # the vectors only, never the model
         opt.step()
         steps = step + 1
         if step % s.check_every == 0:
