@@ -1,6 +1,6 @@
 """Discovery on a real model: :func:`discover_model` (a ``HookedTransformer``, a Hugging Face
-checkpoint directory or a hub name, with pairs as data in the EAP-IG library's CSV layout or as
-:class:`~cbench.tasks.data.TaskData`); ``cbench discover --model`` runs it."""
+checkpoint directory or a hub name, with one of MIB's tasks, pairs as data in the EAP-IG library's
+CSV layout (or JSONL, Parquet, a saved dataset) or :class:`~cbench.tasks.data.TaskData`); ``cbench discover --model`` runs it."""
 
 from __future__ import annotations
 
@@ -87,8 +87,8 @@ class RealModel:
 def resolve_model(model, data, *, dtype: str = "float32", device: str | None = None,
                   n_examples: int | None = None, check_memory: bool = True) -> RealModel:
     """Load ``model`` (a ``HookedTransformer``, a checkpoint directory or a hub name), build its
-    runtime (refusing in one line what it cannot run) and read the pairs ``data`` (a file,
-    see :func:`cbench.tasks.pairs_csv.read_pairs_csv`, or TaskData); ``check_memory``: refuse in
+    runtime (refusing in one line what it cannot run) and read the pairs ``data`` (a task name or a
+    file, see :func:`read_task`, or TaskData); ``check_memory``: refuse in
     one line a run that cannot fit the device."""
     from cbench.artifacts.pretrained import load_model
     from cbench.runtime import CircuitRuntime
@@ -98,11 +98,11 @@ def resolve_model(model, data, *, dtype: str = "float32", device: str | None = N
     rt = CircuitRuntime(tl_model, device=device)  # refuses what the runtime cannot run, in one line
     if not isinstance(data, TaskData):
         if data is None:
-            raise UsageError("a real model needs its pairs: --data FILE (EAP-IG's CSV layout: clean, corrupted"
-                             "[, correct_idx, incorrect_idx]; or JSONL with those fields)")
-        from cbench.tasks.pairs_csv import read_pairs_csv
-
-        data = read_pairs_csv(data, getattr(tl_model, "tokenizer", None), n_examples)
+            raise UsageError("a real model needs its pairs: --task ioi|mcqa|arithmetic|arc|FILE (or --data FILE; a "
+                             "file: EAP-IG's CSV layout clean, corrupted[, correct_idx, incorrect_idx], or those "
+                             "fields as JSONL)")
+        data = read_task(data, getattr(tl_model, "tokenizer", None), n_examples,
+                         vocab_size=int(tl_model.cfg.d_vocab))
     elif n_examples is not None:
         data = data.subset(n_examples)
     if check_memory:
@@ -110,6 +110,19 @@ def resolve_model(model, data, *, dtype: str = "float32", device: str | None = N
 
         check_fits(rt, data.n_examples, int(data.base.shape[1]))  # refuses in one line what cannot fit
     return RealModel(model_label(model), model, tl_model, rt, data, str(dtype))
+
+
+def read_task(task, tokenizer, n_examples: int | None = None, *, vocab_size: int | None = None):
+    """The pairs ``task`` names as TaskData: one of MIB's tasks (``ioi``, ``mcqa``, ``arithmetic``,
+    ``arc``, optionally ``:SPLIT[:COUNTERFACTUAL]``; :mod:`cbench.tasks.mib_tasks`) unless a file
+    or directory of that name exists, else a file of pairs (:mod:`cbench.tasks.pairs_file`)."""
+    from cbench.tasks.mib_tasks import load_mib_task, parse_task_spec
+    from cbench.tasks.pairs_file import read_pairs_file
+
+    spec = None if Path(str(task)).exists() else parse_task_spec(str(task))
+    if spec is not None:
+        return load_mib_task(spec, tokenizer, n_examples, vocab_size=vocab_size)
+    return read_pairs_file(task, tokenizer, n_examples, vocab_size=vocab_size)
 
 
 def run_model_discovery(model, data, method: str, hp: Mapping[str, Any], metric: str | None = None, *,
@@ -137,11 +150,13 @@ def discover_model(model, method: str, data, *, params: Mapping[str, Any] | None
                    n_examples: int | None = None, seed: int = 0, progress: bool = False) -> Discovery:
     """Run the discovery ``method`` on a real ``model`` (a ``HookedTransformer``, a Hugging Face
     checkpoint directory or a hub name; offline as ``HF_HUB_OFFLINE`` says) with pairs ``data``
-    (an EAP-IG-layout CSV file or :class:`~cbench.tasks.data.TaskData`). Returns the run: its
+    (one of MIB's tasks ``ioi``, ``mcqa``, ``arithmetic``, ``arc``; a file of pairs, CSV, JSONL,
+    Parquet or a saved dataset; or :class:`~cbench.tasks.data.TaskData`: :func:`read_task`). Returns the run: its
     ``result`` (edge scores, circuit), ``data``, ``n_edges``, ``document`` and ``seconds``.
 
     >>> from cbench.api.real_models import discover_model                          # doctest: +SKIP
     >>> run = discover_model("path/to/checkpoint", "eap-ig-inputs", "ioi.csv")     # doctest: +SKIP
+    >>> run = discover_model("gpt2", "eap-ig-inputs", "ioi:validation")            # doctest: +SKIP
     """
     hp = discovery_hyperparameters(method, params, ablation=ablation, seed=seed)
     return run_model_discovery(model, data, method, hp, metric, dtype=dtype, device=device,

@@ -17,7 +17,7 @@ from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.runtime.threads import use_cpu_threads
 from cbench.cli.options import SEED_TYPE, n_examples_option, split_option
-from cbench.cli.model_opts import check_model_args, model_options, resolve_cli_model
+from cbench.cli.model_opts import TASK_HELP, check_model_args, model_options, resolve_cli_model
 from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CacheDamagedError, CbenchError, UsageError
 
@@ -78,10 +78,8 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="a hyperparameter (repeatable)")
 @click.option("--model", "model", default=None, metavar="NAME_OR_DIR",
               help="instead of CASE: a real model, a Hugging Face checkpoint directory or hub name "
-                   "(offline as HF_HUB_OFFLINE says; docs/real-models.md), with --data")
-@click.option("--data", "data_csv", default=None, metavar="PAIRS.csv",
-              help="with --model: the pairs, in the EAP-IG library's CSV layout (clean, corrupted[, correct_idx, "
-                   "incorrect_idx])")
+                   "(offline as HF_HUB_OFFLINE says; docs/real-models.md), with --task")
+@click.option("--task", "--data", "data_csv", default=None, metavar="TASK", help=TASK_HELP)
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True,
               help="with --model: the weights' dtype")
 @click.option("--device", default=None, metavar="DEVICE", help="with --model: cpu, cuda, cuda:N or auto")
@@ -112,7 +110,7 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
     if (case is None) == (model is None):
         raise UsageError("give a CASE or --model NAME_OR_DIR (one of them)")
     if model is None and (data_csv or device or dtype != "float32"):
-        raise UsageError("--data, --dtype and --device go with --model")
+        raise UsageError("--task/--data, --dtype and --device go with --model")
     hp = discovery_hyperparameters(method, _parse_params(params), ablation=ablation, seed=seed, protocol=protocol,
                                    spelling=COMMAND_SPELLING)
     use_cpu_threads()
@@ -171,7 +169,7 @@ def _names(value: str | None) -> list[str]:
 @model_options
 def ablate(case, nodes, edges, kind, complement, effects, metric, split, n_examples, seed, sampled, as_json,
            model=None, data_file=None, dtype="float32", device=None):
-    """Output, accuracy and metric of CASE (or a real --model on its --data pairs) with nodes or
+    """Output, accuracy and metric of CASE (or a real --model on its --task pairs) with nodes or
     edges ablated (or per-node effects)."""
     node_list, edge_list = _names(nodes), _names(edges)
     check_model_args(case, model, data_file, dtype, device)

@@ -296,7 +296,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
                  dtype="float32", device=None):
     """Hypothesis tests (Shi et al.) of CIRCUIT (a circuit file, an edge-scores file's in_graph
     edges, a list of edge names, 'truth', or a literature circuit such as literature:ioi) on CASE,
-    or on a real --model with --data."""
+    or on a real --model with --task."""
     case, circuit = case_and_circuit(case, circuit, model)
     check_model_args(case, model, data_file, dtype, device)
     refuse_input_as_output([("--out", out)], [("CIRCUIT", circuit)])
@@ -363,7 +363,7 @@ def test_circuit(case, circuit, tests, alpha, q_star, epsilon, n_random, n_permu
 def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, out, as_json, n_examples, split, sampled,
                 seed, model=None, data_file=None, dtype="float32", device=None):
     """Distribution of KL(model || circuit) over every base x source pair of a split (or of a real
-    --model's --data pairs), its percentiles (raw and z-scores), the worst pairs, and the sample
+    --model's --task pairs), its percentiles (raw and z-scores), the worst pairs, and the sample
     size for a percentile bound."""
     case, circuit = case_and_circuit(case, circuit, model)
     check_model_args(case, model, data_file, dtype, device)
@@ -428,7 +428,7 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
     """Run discovery methods on cases, score them against the ground truth and write a report
     directory (results JSON, markdown table, Mann-Whitney/A12 tables, plots). Resumable; with
     --executor ray the (case, method) tasks run on Ray workers and the files are the same.
-    With --model and --data: the methods on that real model, scored by CPR/CMD (no ground truth)."""
+    With --model and --task: the methods on that real model, scored by CPR/CMD (no ground truth)."""
     from cbench.cli.executor_opts import make_cli_executor
     from cbench.scoring.bench import run_bench
 
