@@ -46,6 +46,7 @@ Hugging Face cache, as ``datasets.load_dataset("mib-bench/<name>")`` finds it (o
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -178,8 +179,10 @@ def load_rows(task: MibTask, split: str = "train", data_dir: str | os.PathLike |
                                  f"({task.hub_name}, saved with save_to_disk or downloaded as a dataset repository)")
             if (d / "dataset_dict.json").exists() or (d / "state.json").exists():
                 ds = _split_of(datasets.load_from_disk(str(d)), split, str(d))
-            else:
-                ds = datasets.load_dataset(str(d), task.config, split=split)
+            else:  # a downloaded dataset repository: datasets converts it in a scratch cache, then it goes
+                with tempfile.TemporaryDirectory(prefix="cbench-mib-") as tmp:
+                    ds = datasets.load_dataset(str(d), task.config, split=split, cache_dir=tmp)
+                    return [dict(r) for r in ds]
         else:
             ds = datasets.load_dataset(task.hub_name, task.config, split=split)
     except UsageError:
