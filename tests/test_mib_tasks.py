@@ -312,3 +312,27 @@ def test_cli_discover_with_a_mib_task(world, tmp_path):
                  env={"CBENCH_MIB_DATA": str(tmp_path)})
     assert r.code == 2 and len(r.error_lines()) == 1 and "CBENCH_MIB_DATA" not in r.stderr.split("not in")[0]
     assert "MIB's mcqa data is not in" in r.stderr, r.stderr
+
+
+def test_evaluate_bench_and_the_api_take_a_mib_task(world, tmp_path, monkeypatch):
+    from cbench.api.real_models import discover_model
+
+    ckpt, _tok, data, _hub = world
+    env = {"CBENCH_MIB_DATA": str(data)}
+    scores = tmp_path / "eap.json"
+    r = run_main(["discover", "--model", str(ckpt), "--task", "mcqa", "-m", "eap", "--out", str(scores), "-q"], env=env)
+    assert r.code == 0, r.stderr
+    r = run_main(["evaluate", str(scores), "--model", str(ckpt), "--task", "mcqa"], env=env)
+    assert r.exception is None and r.code == 0, r.stderr
+    assert "CPR:" in r.stdout + r.stderr
+    r = run_main(["bench", "--model", str(ckpt), "--task", "arc", "--methods", "eap", "--out", str(tmp_path / "b")],
+                 env=env)
+    assert r.exception is None and r.code == 0, r.stderr
+    doc = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert set(doc["results"]["faithfulness"]) == {"eap"}
+    monkeypatch.setenv("CBENCH_MIB_DATA", str(data))
+    api = discover_model(ckpt, "eap", "mcqa")
+    cli = json.loads(scores.read_text())
+    assert api.data.n_examples == 2 and api.result.metric == "logit_diff"
+    for name, e in cli["edges"].items():
+        assert e["score"] == pytest.approx(api.result.edge_scores()[name], abs=1e-6)
