@@ -79,29 +79,37 @@ def greater_than_prompt(rng: random.Random) -> Prompt:
 
 
 def _filler(rng: random.Random) -> str:
-    n, a = rng.choice(NAMES), rng.choice(ADJECTIVES)
-    forms = (f"The {rng.choice(PLACES)} was {a}.", f"{n} {rng.choice(VERBS)} the {rng.choice(PLACES)}.",
+    """A filler sentence; it names no person, so every name in a document belongs to its IOI
+    sentence."""
+    a = rng.choice(ADJECTIVES)
+    forms = (f"The {rng.choice(PLACES)} was {a}.", f"A {a} {rng.choice(OBJECTS)} was in the {rng.choice(PLACES)}.",
              f"The {rng.choice(OBJECTS)} near the {rng.choice(PLACES)} was {a}.",
              f"In {rng.choice(CENTURIES)}{rng.randint(0, 99):02d} the {rng.choice(EVENTS)} began.",
-             f"{n} and {rng.choice(NAMES)} {rng.choice(VERBS)} a {a} {rng.choice(OBJECTS)}.")
+             f"Everyone {rng.choice(VERBS)} the {a} {rng.choice(PLACES)}.")
     return rng.choice(forms)
 
 
-def corpus(n_documents: int, seed: int = 0, ioi_share: float = 0.5, max_filler: int = 2) -> list[str]:
-    """Training documents: each a few filler sentences around one task sentence, completed (the
-    IOI answer or a later year of the same century)."""
+def corpus(n_documents: int, seed: int = 0, ioi_share: float = 0.5, max_filler: int = 2,
+           filler_before: bool = True, filler_share: float = 0.0) -> list[str]:
+    """Training documents: one task sentence, completed (the IOI answer or a later year of the
+    same century), with 0 to ``max_filler`` filler sentences after it and, with ``filler_before``,
+    before it; a ``filler_share`` of the documents are filler only (1-3 sentences); of the rest an
+    ``ioi_share`` are IOI-like."""
     rng = random.Random(seed)
     train_pairs, _ = _split_pairs(random.Random(seed + 1))
     docs = []
     for _ in range(n_documents):
+        if filler_share and rng.random() < filler_share:
+            docs.append(" ".join(_filler(rng) for _ in range(rng.randint(1, 3))))
+            continue
         if rng.random() < ioi_share:
             p = ioi_prompt(rng, train_pairs)
             task = p.clean + p.correct + "."
         else:
             p = greater_than_prompt(rng)
             task = p.clean + p.correct + "."
-        parts = ([_filler(rng) for _ in range(rng.randint(0, max_filler))] + [task]
-                 + [_filler(rng) for _ in range(rng.randint(0, max_filler))])
+        before = [_filler(rng) for _ in range(rng.randint(0, max_filler))] if filler_before else []
+        parts = before + [task] + [_filler(rng) for _ in range(rng.randint(0, max_filler))]
         docs.append(" ".join(parts))
     return docs
 

@@ -112,7 +112,7 @@ A {r['n_layer']}-layer GPT-2-shaped language model ({record['parameters']:,} par
 d_model {r['n_embd']}, context {r['n_positions']}, vocabulary {r['vocab_size']}) trained here by ordinary
 next-token prediction (not SIIT) on a generated corpus of IOI-like sentences ("When Mary and John
 went to the store, John gave a drink to Mary") and greater-than-like sentences ("The war lasted
-from the year 1732 to the year 1758"){' among filler sentences' if r['max_filler'] else ''}, with a byte-level BPE
+from the year 1732 to the year 1758") among filler text, with a byte-level BPE
 tokenizer trained on the same corpus (years split into two-digit pieces, so every answer is one
 token). It is cbench's offline stand-in for a real LLM: the whole real-model path runs on it with
 meaningful numbers. **It has no ground-truth circuit.**
@@ -137,9 +137,7 @@ library's layout (`clean`, `corrupted`, `correct_idx`, `incorrect_idx`).
 {r['steps']:,} steps of {r['batch_size']} documents (AdamW, lr {r['lr']:g} with {r['warmup']} warm-up steps and a
 cosine decay, weight decay {r['weight_decay']:g}, gradient norm clipped at 1), seed {r['seed']}, on
 {record['threads']} CPU thread(s): **{record['train_seconds']:.0f} s ({minutes:.1f} min)** including corpus generation and
-tokenizer training. The corpus: {r['n_documents']:,} documents, {100 * r['ioi_share']:.0f} % IOI-like, the rest
-greater-than-like{f", each with 0-{r['max_filler']} filler sentences on either side" if r['max_filler'] else ""}
-(`corpus.txt.gz`). `training.json` has the recipe, the loss curve and the held-out accuracy during
+tokenizer training. The corpus (`corpus.txt.gz`): {r['n_documents']:,} documents, {_corpus_mix(r)}. `training.json` has the recipe, the loss curve and the held-out accuracy during
 training; `training/` has the code that generated the corpus and trained the model. Rebuild:
 `cbench build lm --out DIR` (the same recipe by default).
 
@@ -158,6 +156,19 @@ model = transformers.AutoModelForCausalLM.from_pretrained(M)
 tok = transformers.AutoTokenizer.from_pretrained(M)
 ```
 """
+
+
+def _corpus_mix(r: dict) -> str:
+    share = r.get("filler_share", 0.0)
+    parts = []
+    if share:
+        parts.append(f"{100 * share:.0f} % filler only (1-3 sentences naming no one)")
+    rest = "the rest" if share else "all"
+    task = f"{rest} one task sentence each, {100 * r['ioi_share']:.0f} % of them IOI-like and the others greater-than-like"
+    if r.get("max_filler"):
+        where = "on either side" if r.get("filler_before", True) else "after it"
+        task += f", with 0-{r['max_filler']} filler sentences {where}"
+    return "; ".join(parts + [task])
 
 
 @click.command("lm")
