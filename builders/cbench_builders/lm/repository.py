@@ -71,16 +71,18 @@ def package(train_dir: Path, out: Path, name: str = DEFAULT_NAME) -> Path:
         shutil.copyfileobj(src, dst)
     for module in (corpus_module, train_module):
         shutil.copyfile(module.__file__, repo / "training" / Path(module.__file__).name)
-    (repo / "README.md").write_text(card(name, record))
+    vocab = json.loads((repo / "config.json").read_text())["vocab_size"]
+    (repo / "README.md").write_text(card(name, record, vocab))
     problems = lm_release_problems(repo)
     if problems:
         raise BuildError(f"{repo}: " + "; ".join(problems))
     return repo
 
 
-def card(name: str, record: dict) -> str:
+def card(name: str, record: dict, vocab: int) -> str:
     """The model card: Hugging Face front matter, then what the model is, how it was trained, how
-    well it does the two tasks on held-out prompts, and how to run cbench on it."""
+    well it does the two tasks on held-out prompts, and how to run cbench on it. ``vocab``: the
+    tokenizer's size (BPE stops below the recipe's cap when the corpus has no more merges)."""
     r = record["recipe"]
     ho = record["held_out"]
     acc = lambda t: f"{100 * ho[t]['accuracy']:.1f} % of {ho[t]['n']}"  # noqa: E731
@@ -109,7 +111,7 @@ model-index:
 # cbench/{name}
 
 A {r['n_layer']}-layer GPT-2-shaped language model ({record['parameters']:,} parameters; {r['n_head']} heads,
-d_model {r['n_embd']}, context {r['n_positions']}, vocabulary {r['vocab_size']}) trained here by ordinary
+d_model {r['n_embd']}, context {r['n_positions']}, vocabulary {vocab}) trained here by ordinary
 next-token prediction (not SIIT) on a generated corpus of IOI-like sentences ("When Mary and John
 went to the store, John gave a drink to Mary") and greater-than-like sentences ("The war lasted
 from the year 1732 to the year 1758") among filler text, with a byte-level BPE
@@ -146,8 +148,8 @@ training; `training/` has the code that generated the corpus and trained the mod
 ```
 cbench pull {name}                        # prints the snapshot's path on its last line
 M=$(cbench pull {name} | tail -1)
-cbench discover --model $M --data $M/ioi.csv -m eap-ig-inputs --out scores.json
-cbench evaluate --model $M --data $M/greater-than.csv
+cbench discover --model $M --task $M/ioi.csv -m eap-ig-inputs --out scores.json
+cbench bench --model $M --task $M/greater-than.csv --out bench/
 ```
 
 ```python

@@ -188,10 +188,28 @@ _accept_option = click.option("--accept-moved-tag", is_flag=True,
                               help="accept a version tag that now names another commit than the one recorded")
 
 
+# a Hugging Face config's names for the shape TransformerLens's config names (first found wins)
+_HF_SHAPE = {"n_layers": ("n_layer", "num_hidden_layers"), "n_heads": ("n_head", "num_attention_heads"),
+             "d_model": ("n_embd", "hidden_size"), "d_mlp": ("n_inner", "intermediate_size"),
+             "d_vocab": ("vocab_size",), "n_ctx": ("n_positions", "max_position_embeddings")}
+
+
+def _checkpoint_shape(config: dict) -> dict:
+    out = {"architecture": config["model_type"]}
+    for key, names in _HF_SHAPE.items():
+        value = next((config[n] for n in names if isinstance(config.get(n), int)), None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def _snapshot_facts(snap) -> dict:
     meta = _read_json_file(snap.path / "meta.json") or {}
     config = _read_json_file(snap.path / "config.json") or {}
     circuit = _read_json_file(snap.path / "circuit.json") or {}
+    if not meta and isinstance(config.get("model_type"), str):  # a plain Hugging Face checkpoint
+        config = _checkpoint_shape(config)
+        meta = {"model_kind": "pretrained"}
     facts = snap.to_dict()
     facts.update({
         "case": meta.get("case"), "model_kind": meta.get("model_kind"), "task_type": meta.get("task_type"),
@@ -199,8 +217,8 @@ def _snapshot_facts(snap) -> dict:
         "dataset_revision": meta.get("dataset_revision"),
         "max_seq_len": meta.get("max_seq_len"), "input_tokens": meta.get("input_tokens"),
         "output_classes": meta.get("output_classes"),
-        "model": {k: config.get(k) for k in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp", "d_vocab",
-                                             "d_vocab_out", "n_ctx", "attn_only") if k in config} or None,
+        "model": {k: config.get(k) for k in ("architecture", "n_layers", "n_heads", "d_model", "d_head", "d_mlp",
+                                             "d_vocab", "d_vocab_out", "n_ctx", "attn_only") if k in config} or None,
         "circuit_edges": len(circuit.get("edges", [])) if circuit else None,
         "circuit_nodes": len(circuit.get("nodes", [])) if circuit else None,
         "granularity": circuit.get("granularity") if circuit else None,
@@ -265,9 +283,10 @@ def info(spec, repo_type, endpoint, hub_dir, as_json, accept_moved_tag):
         lines.append(f"description: {facts['description']}")
     m = facts.get("model")
     if m:
-        lines.append(f"model: {m.get('n_layers')} layers x {m.get('n_heads')} heads, d_model {m.get('d_model')}, "
-                     f"d_vocab {m.get('d_vocab')} -> {m.get('d_vocab_out')}, n_ctx {m.get('n_ctx')}"
-                     + (", attention-only" if m.get("attn_only") else ""))
+        vocab = f"d_vocab {m.get('d_vocab')}" + (f" -> {m['d_vocab_out']}" if m.get("d_vocab_out") else "")
+        lines.append((f"model: {m['architecture']} checkpoint (no ground truth), " if m.get("architecture") else "model: ")
+                     + f"{m.get('n_layers')} layers x {m.get('n_heads')} heads, d_model {m.get('d_model')}, "
+                     f"{vocab}, n_ctx {m.get('n_ctx')}" + (", attention-only" if m.get("attn_only") else ""))
     if facts.get("circuit_edges") is not None:
         lines.append(f"circuit: {facts['circuit_edges']} edges, {facts['circuit_nodes']} nodes "
                      f"({facts.get('granularity')} granularity)")
