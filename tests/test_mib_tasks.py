@@ -325,6 +325,11 @@ def test_evaluate_bench_and_the_api_take_a_mib_task(world, tmp_path, monkeypatch
     r = run_main(["evaluate", str(scores), "--model", str(ckpt), "--task", "mcqa"], env=env)
     assert r.exception is None and r.code == 0, r.stderr
     assert "CPR:" in r.stdout + r.stderr
+    # MIB scores CPR/CMD by the logit difference: --protocol mib (and --metric logit_diff) read the answers
+    for extra in (["--protocol", "mib"], ["--metric", "logit_diff"]):
+        r = run_main(["evaluate", str(scores), "--model", str(ckpt), "--task", "mcqa", "--json", *extra], env=env)
+        assert r.exception is None and r.code == 0, r.stderr
+        assert json.loads(r.stdout)["results"]["faithfulness"]["metric"] == "logit_diff", r.stdout[:400]
     r = run_main(["bench", "--model", str(ckpt), "--task", "arc", "--methods", "eap", "--out", str(tmp_path / "b")],
                  env=env)
     assert r.exception is None and r.code == 0, r.stderr

@@ -19,7 +19,8 @@ library's and MIB's ``tokenize_plus``): the tokenizer's BOS first when it has on
 tokens without special tokens; rows of different lengths are padded on the right, and only real
 positions after the BOS count (``valid``), so a metric reads each row at its own last token
 (MIB's ``input_length - 1``). ``labels [N, 2]`` holds the (correct, incorrect) ids, or is None
-when the rows carry no answers.
+when the rows carry no answers; ``answers`` holds the same, which faithfulness's ``logit_diff``
+(and ``--protocol mib``, MIB's metric) reads.
 """
 
 from __future__ import annotations
@@ -122,4 +123,5 @@ def pairs_to_task_data(pairs: Sequence[TextPair], tokenizer, source: str, *, voc
         ts[n, :len(s)] = torch.tensor(s)
         valid[n, 1:len(b)] = True
     lab = torch.tensor(labels, dtype=torch.long) if with_answers[0] else None
-    return TaskData(tb, ts, lab, valid, "categorical", split=split, dataset=dataset, info=dict(info or {}))
+    return TaskData(tb, ts, lab, valid, "categorical", split=split, dataset=dataset, info=dict(info or {}),
+                    answers=lab)
