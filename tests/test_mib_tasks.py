@@ -40,12 +40,17 @@ V = 512
 NAMES = ["Mary", "John", "Anna", "Tom", "Lisa"]
 
 
-def ioi_row(io, s, c, place, flip_s2=True):
-    prompt = f"When {io} and {s} went to the {place}, {s} gave a book to"
-    return {"prompt": prompt,
-            "metadata": {"indirect_object": io, "subject": s, "random_c": c, "place": place},
-            "s2_io_flip_counterfactual": {"prompt": f"When {io} and {s} went to the {place}, {io} gave a book to"},
-            "abc_counterfactual": {"prompt": f"When {c} and {io} went to the {place}, {s} gave a book to"}}
+def ioi_row(io, s, c, place):
+    """A row of mib-bench/ioi: the prompt, its names in ``metadata``, the two answers as
+    ``choices``/``answerKey``, and each counterfactual with the same fields."""
+    def block(prompt, io_, s_):
+        return {"prompt": prompt, "choices": [io_, s_], "answerKey": 0,
+                "metadata": {"indirect_object": io_, "subject": s_, "random_c": c, "place": place}}
+
+    row = block(f"When {io} and {s} went to the {place}, {s} gave a book to", io, s)
+    row["s2_io_flip_counterfactual"] = block(f"When {io} and {s} went to the {place}, {io} gave a book to", s, io)
+    row["abc_counterfactual"] = block(f"When {c} and {io} went to the {place}, {s} gave a book to", io, s)
+    return row
 
 
 def choices_row(question, texts, key, cf_labels):
