@@ -117,7 +117,7 @@ def _ids(seq: Sequence, n_vocab: int, row: int, dataset: str | None) -> list[int
 
 
 def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str | None = None,
-              revision: str | None = None) -> TaskData:
+              revision: str | None = None, limit: int | None = None) -> TaskData:
     """TaskData from ``cbench/counterfactuals`` rows: ``base_ids``/``source_ids`` (BOS first) and
     ``base_label`` (one label per position after BOS).
 
@@ -126,44 +126,52 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
     the base is padded to the source's length, as the labels were computed. Causal models cannot
     see the padding of earlier positions; a bidirectional model can, so for one only the rows of
     the most common length are kept -- unless its build verified it exact on PAD-padded inputs
-    (meta.json ``exactness.pad_exact``, compiled Tracr models), which keeps every row."""
+    (meta.json ``exactness.pad_exact``, compiled Tracr models), which keeps every row.
+
+    ``limit``: only the first ``limit`` rows kept are converted (and their tokens checked); the
+    padded width is still that of every kept row, so the result equals the first ``limit`` rows
+    of the whole conversion (:meth:`TaskData.subset`) at a fraction of the cost."""
     tokens = list(meta["input_tokens"])
     bos, pad, _ = _token_ids(meta)
-    bases, sources, labels = [], [], []
+    lengths = []  # (base, source) lengths with BOS, of every row
     for i, r in enumerate(rows):
-        b = r.get("base_ids")
-        s = r.get("source_ids")
+        b, s = r.get("base_ids"), r.get("source_ids")
+        extra = 0
         if b is None or s is None:
-            bt, st = r.get("base_tokens"), r.get("source_tokens")
-            if bt is None or st is None:
+            b, s, extra = r.get("base_tokens"), r.get("source_tokens"), 1  # BOS comes with the encoding
+            if b is None or s is None:
                 raise UsageError(f"counterfactual row {i} has no base/source inputs")
-            b = [bos] + _encode(bt, tokens, f"row {i}")
-            s = [bos] + _encode(st, tokens, f"row {i}")
-        if len(s) < len(b):
+        lb, ls = len(b) + extra, len(s) + extra
+        if ls < lb:
             raise UsageError(f"counterfactual row {i}: the source is shorter than the base "
-                             f"({len(s) - 1} vs {len(b) - 1} tokens); a source must be at least as long")
-        if len(s) > len(b) and pad is None:
+                             f"({ls - 1} vs {lb - 1} tokens); a source must be at least as long")
+        if ls > lb and pad is None:
             raise UsageError(f"counterfactual row {i}: the source is longer than the base and the model has no "
                              "PAD token to pad the base with")
-        b, s = _ids(b, len(tokens), i, dataset), _ids(s, len(tokens), i, dataset)
-        bases.append(b)
-        sources.append(s)
-        labels.append(r.get("base_label"))
-    if not bases:
+        lengths.append((lb, ls))
+    if not lengths:
         raise UsageError("the counterfactual dataset split is empty")
+    keep = list(range(len(lengths)))
     pad_exact = bool((meta.get("exactness") or {}).get("pad_exact"))
     if not meta.get("causal", True) and not pad_exact:
-        lengths = [len(b) if len(b) == len(s) else -1 for b, s in zip(bases, sources)]
-        same = set(lengths) - {-1}
+        same_len = [lb if lb == ls else -1 for lb, ls in lengths]
+        same = set(same_len) - {-1}
         if not same:
             raise UsageError("every counterfactual row pairs a base with a longer source, and this bidirectional "
                              "model is not known to be exact on PAD-padded inputs")
-        common = max(same, key=lambda n: (lengths.count(n), n))
-        keep = [i for i, n in enumerate(lengths) if n == common]
-        bases = [bases[i] for i in keep]
-        sources = [sources[i] for i in keep]
-        labels = [labels[i] for i in keep]
-    P = max(len(s) for s in sources)
+        common = max(same, key=lambda n: (same_len.count(n), n))
+        keep = [i for i, n in enumerate(same_len) if n == common]
+    P = max(lengths[i][1] for i in keep)
+    bases, sources, labels = [], [], []
+    for i in (keep[:limit] if limit else keep):
+        r = rows[i]
+        b, s = r.get("base_ids"), r.get("source_ids")
+        if b is None or s is None:
+            b = [bos] + _encode(r["base_tokens"], tokens, f"row {i}")
+            s = [bos] + _encode(r["source_tokens"], tokens, f"row {i}")
+        bases.append(_ids(b, len(tokens), i, dataset))
+        sources.append(_ids(s, len(tokens), i, dataset))
+        labels.append(r.get("base_label"))
     fill = pad if pad is not None else bos
 
     def padded(x):
@@ -239,5 +247,4 @@ def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_
     except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
         raise UsageError(f"{subject}: the {dataset} dataset could not be read "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); {advice}") from None
-    data = from_rows(rows, meta, split, dataset=f"cbench/{dataset}", revision=revision)
-    return data.subset(n_examples) if n_examples else data
+    return from_rows(rows, meta, split, dataset=f"cbench/{dataset}", revision=revision, limit=n_examples)
