@@ -43,18 +43,19 @@ def main(argv=None) -> None:
     ap.add_argument("--lm", type=Path, default=Path("build/lm-release/lm-tiny"))
     ap.add_argument("--out", type=Path, default=Path("build/lm-e2e"))
     ap.add_argument("--n-examples", type=int, default=100)
+    ap.add_argument("--workers", type=int, default=2, help="bench worker processes (the methods side by side)")
     ap.add_argument("--circuit-method", default="eap-ig-inputs")
     ap.add_argument("--circuit-share", type=float, default=0.1, help="share of the edges in the tested circuit")
     args = ap.parse_args(argv)
     model = str(args.lm if (args.lm / "config.json").is_file() else args.lm / "model")
-    report: dict = {"model": model, "n_examples": args.n_examples, "tasks": {}}
+    report: dict = {"model": model, "n_examples": args.n_examples, "workers": args.workers, "tasks": {}}
     t_all = time.perf_counter()
     for task in ("ioi", "greater-than"):
         data = str(args.lm / f"{task}.csv")
         out = args.out / task
         row: dict = {}
         s, proc = _run(["bench", "--model", model, "--task", data, "--n-examples", str(args.n_examples),
-                        "--out", str(out)])
+                        "--workers", str(args.workers), "--out", str(out)])
         if proc.returncode != 0:
             raise SystemExit(f"bench on {task} failed: {proc.stderr[-2000:]}")
         row["bench_s"] = round(s, 1)

@@ -75,3 +75,23 @@ def test_a_method_runs_on_it_through_model_and_task(snapshot, tmp_path):
     assert doc["method"]["name"] == "eap" and doc["method"]["hyperparameters"]["metric"] == "logit_diff"
     assert len(doc["edges"]) > 50
     assert any(abs(e["score"]) > 0 for e in doc["edges"].values())
+
+
+def test_bench_on_two_workers_gives_the_serial_numbers(snapshot, tmp_path):
+    """``bench --model --workers 2`` runs the methods on forked processes: every score and every
+    CPR/CMD equals the serial run's; Ray is refused in one line with --model."""
+    args = ["bench", "--model", str(snapshot), "--task", str(snapshot / "greater-than.csv"), "--n-examples", "12",
+            "--methods", "eap,sp,random"]
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    assert run_main(args + ["--out", str(serial)]).code == 0
+    res = run_main(args + ["--out", str(parallel), "--workers", "2"])
+    assert res.code == 0 and res.exception is None, res.stderr
+    a = json.loads((serial / "results.json").read_text())["results"]["faithfulness"]
+    b = json.loads((parallel / "results.json").read_text())["results"]["faithfulness"]
+    assert list(a) == list(b) == ["eap", "sp", "random"]
+    for m in a:
+        assert (a[m]["cpr"], a[m]["cmd"]) == (b[m]["cpr"], b[m]["cmd"])
+        assert json.loads((serial / "scores" / f"{m}.json").read_text())["edges"] == \
+            json.loads((parallel / "scores" / f"{m}.json").read_text())["edges"]
+    refused = run_main(args + ["--out", str(tmp_path / "ray"), "--executor", "ray"])
+    assert refused.code == 2 and len(refused.error_lines()) == 1 and "--workers" in refused.stderr

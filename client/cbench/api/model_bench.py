@@ -13,32 +13,70 @@ import time
 from typing import Callable
 
 
-def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], None] = print,
-                    params: dict | None = None) -> dict:
-    """Run ``methods`` on ``rm`` (a RealModel), measure CPR/CMD of each method's scores on its
-    pairs, write the directory ``out_dir`` and return the results document. ``params``: method ->
-    hyperparameters."""
-    from cbench.api.discovering import discovery_hyperparameters
+_RUN: dict = {}  # the run's RealModel, set before the workers fork (they inherit it)
+
+
+def _method_task(task: tuple) -> dict:
+    """One method on the run's model: its scores document and faithfulness row (a module-level
+    function, as the executors need)."""
     from cbench.api.real_models import run_model_discovery
     from cbench.discovery import METHODS
-    from cbench.files.safe_io import make_output_directory
+    from cbench.runtime.threads import use_cpu_threads
     from cbench.scoring.mib_neurons import document_faithfulness
+
+    method, hp = task
+    use_cpu_threads()  # the driver's CBENCH_THREADS in a worker too: the serial run's numbers
+    rm = _RUN["rm"]
+    sc, data = rm.scoring_inputs()
+    run = run_model_discovery(rm, None, method, hp)
+    t1 = time.perf_counter()
+    faith, _level = document_faithfulness(sc, data, run.document, construction=METHODS[method].construction)
+    return {"document": run.document,
+            "row": {"cpr": faith.cpr, "cmd": faith.cmd, "metric": faith.metric, "discovery_s": round(run.seconds, 3),
+                    "faithfulness_s": round(time.perf_counter() - t1, 3)}}
+
+
+def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], None] = print,
+                    params: dict | None = None, workers: int = 1) -> dict:
+    """Run ``methods`` on ``rm`` (a RealModel), measure CPR/CMD of each method's scores on its
+    pairs, write the directory ``out_dir`` and return the results document. ``params``: method ->
+    hyperparameters. ``workers`` > 1: the methods run on that many forked local processes, the
+    longest first, with the numbers of a serial run (one torch thread each)."""
+    from cbench.api.discovering import discovery_hyperparameters
+    from cbench.errors import CbenchError
+    from cbench.files.safe_io import make_output_directory
+    from cbench.scoring.executor import make_executor
     from cbench.scoring.report import results_document, write_results
 
     t0 = time.perf_counter()
     out = make_output_directory(out_dir, "--out")
     (out / "scores").mkdir(exist_ok=True)
-    sc, data = rm.scoring_inputs()
+    rm.scoring_inputs()  # loaded once here, before any fork
+    tasks = [(m, discovery_hyperparameters(m, (params or {}).get(m))) for m in methods]
+    if workers > 1:
+        tasks.sort(key=lambda t: -task_cost_of(t[0]))
     rows: dict = {}
-    for method in methods:
-        hp = discovery_hyperparameters(method, (params or {}).get(method))
-        run = run_model_discovery(rm, None, method, hp)
-        write_results(out / "scores" / f"{method}.json", run.document)
-        t1 = time.perf_counter()
-        faith, _level = document_faithfulness(sc, data, run.document, construction=METHODS[method].construction)
-        rows[method] = {"cpr": faith.cpr, "cmd": faith.cmd, "metric": faith.metric,
-                        "discovery_s": round(run.seconds, 3), "faithfulness_s": round(time.perf_counter() - t1, 3)}
-        echo(f"{method}: CPR {faith.cpr:.3f}, CMD {faith.cmd:.3f} ({faith.metric}); discovery {run.seconds:.2f} s")
+    failures: list[str] = []
+
+    def on_result(task, outcome, _done, _total):
+        method = task[0]
+        if not outcome.ok:
+            failures.append(f"{method}: {outcome.error}")
+            return
+        write_results(out / "scores" / f"{method}.json", outcome.value["document"])
+        r = rows[method] = outcome.value["row"]
+        echo(f"{method}: CPR {r['cpr']:.3f}, CMD {r['cmd']:.3f} ({r['metric']}); discovery {r['discovery_s']:.2f} s")
+
+    _RUN["rm"] = rm
+    executor = make_executor("local", workers=workers)
+    try:
+        executor.map(_method_task, tasks, on_result)
+    finally:
+        executor.close()
+        _RUN.clear()
+    if failures:
+        raise CbenchError(f"{len(failures)} method(s) failed: " + "; ".join(failures[:3]))
+    rows = {m: rows[m] for m in methods}  # the order asked for, whatever order they finished in
     inputs = {"model": {"path": rm.path, "case": rm.label, "kind": "pretrained", "dtype": rm.dtype},
               "methods": list(methods), "data": rm.data.data_block()}
     doc = results_document("bench", {"faithfulness": rows}, inputs, case=rm.label, runtime_s=time.perf_counter() - t0)
@@ -47,5 +85,11 @@ def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], 
              "| --- | --- | --- | --- | --- |"]
     lines += [f"| {m} | {r['cpr']:.3f} | {r['cmd']:.3f} | {r['metric']} | {r['discovery_s']:.2f} |" for m, r in rows.items()]
     (out / "table.md").write_text("\n".join(lines) + "\n")
-    json.dumps(doc)  # (the document is plain JSON)
     return doc
+
+
+def task_cost_of(method: str) -> float:
+    """The relative CPU cost of a method (the case bench's weights), for ordering longest first."""
+    from cbench.scoring.bench import _METHOD_COST
+
+    return _METHOD_COST.get(method, 1.0)

@@ -435,7 +435,10 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
     use_cpu_threads()
     o = Output(as_json)
     if model is not None or data_file or device or dtype != "float32":
-        _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json)
+        if executor not in (None, "local") or ray_address:
+            raise UsageError("--executor ray and --ray-address run the case bench; with --model the methods run "
+                             "in this process or on --workers local processes")
+        _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers)
         return
     if track == "causal-variables":
         from cbench.localization.track import run_from_cli
@@ -454,7 +457,7 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
         o.emit(doc)
 
 
-def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json) -> None:
+def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers=None) -> None:
     """``bench --model``: every method (or --methods) on the real model, CPR/CMD and wall time."""
     from cbench.discovery import METHODS
     from cbench.api.model_bench import run_model_bench
@@ -465,6 +468,6 @@ def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, devic
     if unknown:
         raise UsageError(f"unknown method {unknown[0]!r}" + did_you_mean(unknown[0], sorted(METHODS)))
     rm = resolve_cli_model(model, data_file, dtype, device, n_examples)
-    doc = run_model_bench(rm, names, out_dir, echo=o.echo)
+    doc = run_model_bench(rm, names, out_dir, echo=o.echo, workers=workers or 1)
     if as_json:
         o.emit(doc)
