@@ -7,6 +7,7 @@ import click
 
 from cbench.cli.options import check_out_dir_parents
 from cbench.cli.output import Output, json_option
+from cbench.errors import UsageError
 
 
 @click.command("report")
@@ -34,9 +35,10 @@ def report(results, out_dir, against, variables, as_json):
 
 
 @click.command("submit")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
-@click.option("--report", "report_dir", required=True, type=click.Path(file_okay=False),
-              help="the site made by `cbench report` (the submission is kept there)")
+@click.argument("file", type=click.Path(exists=True))
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False),
+              help="the site made by `cbench report` (the submission is kept there); not with a MIB submission "
+                   "directory")
 @click.option("--case", default=None, help="the case of a file that names none (MIB graph JSON)")
 @click.option("--name", default=None, help="the entry's name on the leaderboard [default: the file's method]")
 @click.option("--results", "results_dir", default=None, type=click.Path(file_okay=False, exists=True),
@@ -44,8 +46,18 @@ def report(results, out_dir, against, variables, as_json):
 @json_option
 def submit(file, report_dir, case, name, results_dir, as_json):
     """Check an edge-scores file (cbench or MIB format) against its case's graph, score it and add it
-    to the leaderboard as a named entry; prints the path of the rebuilt index.html."""
+    to the leaderboard as a named entry; prints the path of the rebuilt index.html. FILE a
+    directory: check it as a MIB circuit-track leaderboard submission (one <task>_<model> folder
+    per pair, each with importances.json) and list what it holds."""
+    from pathlib import Path
+
     from cbench.report import submit as do_submit
+
+    if Path(file).is_dir():
+        _check_mib_submission(file, report_dir or case or name or results_dir, as_json)
+        return
+    if report_dir is None:
+        raise UsageError("--report is required with an edge-scores file (the site made by `cbench report`)")
 
     sub = do_submit(file, report_dir, case=case, name=name, results_dir=results_dir,
                     echo=lambda s: click.echo(s, err=True))
@@ -58,3 +70,21 @@ def submit(file, report_dir, case, name, results_dir, as_json):
                            "index": str(sub.index.resolve())})
         return
     click.echo(str(sub.index.resolve()))
+
+
+def _check_mib_submission(directory: str, other_options, as_json: bool) -> None:
+    from cbench.artifacts.mib_submission import read_submission
+
+    if other_options:
+        raise UsageError("a MIB submission directory is checked on its own: --report, --case, --name and --results "
+                         "go with an edge-scores file")
+    entries = read_submission(directory)
+    if as_json:
+        Output(True).emit({"submission": str(directory), "format": "mib-circuit-track", "folders": [
+            {"folder": e.folder, "task": e.task, "model": e.model, "file": str(e.path), "edges": e.n_edges,
+             "scored_edges": e.n_scored} for e in entries]})
+        return
+    click.echo(f"{directory}: a valid MIB circuit-track submission ({len(entries)} task/model folders, "
+               f"{len({e.model for e in entries})} models, {len({e.task for e in entries})} tasks)")
+    for e in entries:
+        click.echo(f"  {e.folder}: {e.n_edges:,} edges, {e.n_scored:,} scored")
