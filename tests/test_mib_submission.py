@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cli_inprocess import run_main  # noqa: E402
 
-from cbench.artifacts.mib_submission import MIB_MODELS, graph_names, read_submission  # noqa: E402
+from cbench.artifacts.mib_submission import LEADERBOARD, MIB_MODELS, graph_names, read_submission  # noqa: E402
 
 
 def _scores_document(model: str, seed: int) -> dict:
@@ -146,3 +146,27 @@ def test_llama3_folder_round_trips_by_name(tmp_path):
     back = _check_against_graph(doc, "llama3", "llama3")
     assert len(back["edges"]) == 1592881 and back["edges"][edges[10]]["score"] == doc["edges"][edges[10]]["score"]
     assert folder_name("arc_challenge", "llama3") == "arc-challenge_llama3"
+
+
+@pytest.mark.parametrize("model, n_layers, n_heads, n_kv_heads", [
+    ("gpt2", 12, 12, 12), ("qwen2.5", 24, 14, 2), ("gemma2", 26, 8, 4), ("llama3", 32, 32, 8)])
+def test_node_names_follow_each_models_published_config(model, n_layers, n_heads, n_kv_heads):
+    """One node per query head (grouped-query models' shared key/value heads are not nodes: each
+    query head has its own q, k and v inputs), one MLP node per layer, input and logits; the edge
+    count is MIB's for that shape."""
+    from cbench.artifacts.mib_submission import folder_name
+
+    shape = MIB_MODELS[model]
+    assert (shape["n_layers"], shape["n_heads"], shape["n_kv_heads"]) == (n_layers, n_heads, n_kv_heads)
+    nodes, edges = graph_names(model)
+    assert nodes[0] == "input" and nodes[-1] == "logits"
+    assert [n for n in nodes if n.startswith("m")] == [f"m{i}" for i in range(n_layers)]
+    assert sum(n.startswith("a") for n in nodes) == n_layers * n_heads
+    assert f"a{n_layers - 1}.h{n_heads - 1}" in nodes and f"a0.h{n_heads}" not in nodes
+    # every node upstream of a layer feeds each head's q, k, v and the layer's MLP; all feed logits
+    upstream = [1 + layer * (n_heads + 1) for layer in range(n_layers)]
+    assert len(edges) == sum(u * 3 * n_heads + u + n_heads for u in upstream) + len(nodes) - 1
+    assert f"a0.h{n_heads - 1}->a1.h0<v>" in edges and f"m{n_layers - 1}->logits" in edges
+    tasks = ("ioi", "mcqa", "arithmetic_addition", "arithmetic_subtraction", "arc_easy", "arc_challenge")
+    scored = [t for t in tasks if f"{t.replace('_', '-')}_{model}" in LEADERBOARD]
+    assert scored and [folder_name(t, model) for t in scored] == [f"{t.replace('_', '-')}_{model}" for t in scored]

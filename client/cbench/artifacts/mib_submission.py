@@ -25,12 +25,13 @@ from cbench.errors import SchemaError, UsageError
 
 IMPORTANCES = "importances.json"
 
-# MIB's model names and the shape of each published model (layers, query heads, width)
+# MIB's model names and the shape of each published model's config (layers, query heads, key/value
+# heads, width); the graph has a node per query head, grouped-query key/value heads shared by several
 MIB_MODELS: dict[str, dict] = {
-    "gpt2": {"hub": "gpt2", "n_layers": 12, "n_heads": 12, "d_model": 768},
-    "qwen2.5": {"hub": "Qwen/Qwen2.5-0.5B", "n_layers": 24, "n_heads": 14, "d_model": 896},
-    "gemma2": {"hub": "google/gemma-2-2b", "n_layers": 26, "n_heads": 8, "d_model": 2304},
-    "llama3": {"hub": "meta-llama/Llama-3.1-8B", "n_layers": 32, "n_heads": 32, "d_model": 4096},
+    "gpt2": {"hub": "gpt2", "n_layers": 12, "n_heads": 12, "n_kv_heads": 12, "d_model": 768},
+    "qwen2.5": {"hub": "Qwen/Qwen2.5-0.5B", "n_layers": 24, "n_heads": 14, "n_kv_heads": 2, "d_model": 896},
+    "gemma2": {"hub": "google/gemma-2-2b", "n_layers": 26, "n_heads": 8, "n_kv_heads": 4, "d_model": 2304},
+    "llama3": {"hub": "meta-llama/Llama-3.1-8B", "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "d_model": 4096},
 }
 MIB_TASKS = ("ioi", "mcqa", "arithmetic-addition", "arithmetic-subtraction", "arc-easy", "arc-challenge")
 # the task/model folders MIB's leaderboard scores (its COL_MAPPING)
