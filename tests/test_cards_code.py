@@ -29,7 +29,9 @@ def _newest(name: str) -> Path:
 
 
 def _all() -> list[Path]:
-    return [_newest(p.name) for p in sorted(RELEASES.iterdir()) if p.is_dir()]
+    """Every model artifact's newest release (a plain checkpoint repository, cbench/lm-tiny, has
+    no TransformerLens card; tests/test_lm_release.py checks its card)."""
+    return [v for v in (_newest(p.name) for p in sorted(RELEASES.iterdir()) if p.is_dir()) if (v / "meta.json").is_file()]
 
 
 def _card_dirs(version_dir: Path) -> list[Path]:

@@ -24,10 +24,15 @@ ZOO = Path(__file__).resolve().parents[1] / "model_zoo" / "releases" / "models" 
 
 
 def newest_versions() -> list[Path]:
+    """The newest release of every cbench model artifact (plain Hugging Face checkpoint
+    repositories such as cbench/lm-tiny have no meta.json and no TransformerLens form: their own
+    test is tests/test_lm_release.py)."""
     out = []
     for repo in sorted(p for p in ZOO.iterdir() if p.is_dir()):
         versions = [p.name for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")]
-        out.append(repo / sort_versions(versions)[-1])
+        newest = repo / sort_versions(versions)[-1]
+        if (newest / "meta.json").is_file():
+            out.append(newest)
     return out
 
 
