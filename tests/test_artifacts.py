@@ -495,3 +495,16 @@ def test_a_write_removes_temporaries_a_killed_write_left_but_not_fresh_ones(mlp_
     A.write_model_artifact(path, mlp_model, _meta(), circuit=_circuit())
     assert not old.exists() and fresh.is_dir() and other.is_dir()
     assert (path / "meta.json").is_file()
+
+
+def test_a_plain_checkpoint_is_named_as_one_not_as_a_broken_artifact(tmp_path):
+    """A Hugging Face checkpoint (config.json with a model_type, no meta.json), such as lm-tiny, is
+    said to have no ground truth; a directory with neither is "not a model artifact"."""
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    with pytest.raises(ArtifactError, match="plain Hugging Face checkpoint without ground truth.*--model DIR"):
+        A.read_model_artifact(tmp_path / "ckpt")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text(json.dumps({"n_layers": 2}))
+    with pytest.raises(ArtifactError, match=r"not a model artifact \(meta.json is missing\)"):
+        A.read_model_artifact(tmp_path / "other")

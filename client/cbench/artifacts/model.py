@@ -326,6 +326,15 @@ def _verify_files(root: Path, meta: Mapping[str, Any]) -> None:
                             f"{', '.join(unlisted[:3])}{more}")
 
 
+def _names_model_type(config: Path) -> bool:
+    """Whether ``config`` is a ``transformers`` config.json (it names a ``model_type``)."""
+    try:
+        doc = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("model_type"), str)
+
+
 def read_model_artifact(path: str | os.PathLike, verify: bool = True) -> ModelArtifact:
     """Read a model artifact directory.
 
@@ -338,6 +347,10 @@ def read_model_artifact(path: str | os.PathLike, verify: bool = True) -> ModelAr
     """
     root = Path(path)
     _require_dir(root)
+    if not (root / META_FILE).exists() and _names_model_type(root / CONFIG_FILE):
+        raise ArtifactError(f"{root}: a plain Hugging Face checkpoint without ground truth (no meta.json), not a "
+                            "cbench model artifact; verify checks ground-truth models only: run methods on it "
+                            "with --model DIR")
     for name in (META_FILE, CONFIG_FILE, WEIGHTS_FILE):
         if not (root / name).exists():
             raise ArtifactError(f"{root}: not a model artifact ({name} is missing)")
