@@ -98,3 +98,6 @@ def test_a_trained_model_is_packaged_as_a_releasable_checkpoint_repository(tmp_p
     shutil.copytree(repo, tmp_path / "broken")
     (tmp_path / "broken" / "model.safetensors").unlink()
     assert any("safetensors" in p for p in release_problems(tmp_path / "broken"))
+    (tmp_path / "broken" / "pytorch_model.bin").write_bytes(b"pickle")
+    assert "model.safetensors: missing" in lm_release_problems(tmp_path / "broken")
+    assert any("pickled weights" in p for p in lm_release_problems(tmp_path / "broken"))  # the shared rules

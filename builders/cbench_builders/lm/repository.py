@@ -35,10 +35,15 @@ def is_lm_repository(directory: Path) -> bool:
 
 def lm_release_problems(directory: Path) -> list[str]:
     """What keeps a packaged language model from release (empty: releasable): every file the card
-    promises, a config ``transformers`` reads as GPT-2, a record with held-out accuracy."""
-    problems = [f"{name}: missing" for name in (*MODEL_FILES, *PAIR_FILES, RECORD, "README.md", "corpus.txt.gz",
-                                                 "training/corpus.py", "training/train.py")
-                if not (directory / name).is_file()]
+    promises, a config ``transformers`` reads as GPT-2, a record with held-out accuracy; on top of
+    what every checkpoint repository needs (:func:`cbench.hub.publishing.checkpoint_problems`)."""
+    from cbench.hub.publishing import checkpoint_problems
+
+    shared = ("tokenizer.json", "README.md")  # checked there
+    problems = checkpoint_problems(directory)
+    problems += [f"{name}: missing" for name in (*MODEL_FILES, *PAIR_FILES, RECORD, "corpus.txt.gz",
+                                                  "training/corpus.py", "training/train.py")
+                 if name not in shared and not (directory / name).is_file()]
     try:
         cfg = json.loads((directory / "config.json").read_text())
         if cfg.get("model_type") != "gpt2":
