@@ -20,7 +20,8 @@
 * CPR = ∫ f dk and CMD = ∫ |1 − f| dk by the trapezoid rule on the grid points (from k = .001
   to k = 1; no extra point at k = 0).
 
-Every circuit and the two ends run as one batch of masks through the runtime.
+Every circuit of both curves and the two ends run as one batch of masks through the runtime (a
+circuit the two curves share, as they do when no score is negative, runs once).
 """
 
 from __future__ import annotations
@@ -133,15 +134,18 @@ def faithfulness_curve(case, data, scores, absolute: bool = False, ablation: str
                        protocol: str = "cbench") -> FaithfulnessCurve:
     """f(C_k) for every k of ``grid`` (see the module docstring); ``protocol="mib"``: MIB's
     circuits (``int(k·n)`` edges, pruned; :mod:`cbench.scoring.mib_protocol`)."""
+    masks = _circuits(case, scores, grid, absolute, construction, protocol)
+    return faithfulness_of_circuits(case, data, masks, grid, ablation, metric, positional, absolute, _bound)
+
+
+def _circuits(case, scores, grid: Sequence[float], absolute: bool, construction: str, protocol: str) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.float64)
     case.graph.check_mask(scores)
     if protocol == "mib":
         from cbench.scoring.mib_protocol import circuits_at_sizes as mib_circuits
 
-        masks = mib_circuits(case.graph, scores, grid, absolute=absolute, construction=construction)
-    else:
-        masks = circuits_at_sizes(scores, grid, absolute=absolute, construction=construction, graph=case.graph)
-    return faithfulness_of_circuits(case, data, masks, grid, ablation, metric, positional, absolute, _bound)
+        return mib_circuits(case.graph, scores, grid, absolute=absolute, construction=construction)
+    return circuits_at_sizes(scores, grid, absolute=absolute, construction=construction, graph=case.graph)
 
 
 def faithfulness_of_circuits(case, data, masks: np.ndarray, grid: Sequence[float], ablation: str = "resample",
@@ -149,17 +153,35 @@ def faithfulness_of_circuits(case, data, masks: np.ndarray, grid: Sequence[float
                              _bound=None, protocol: str = "cbench") -> FaithfulnessCurve:
     """f of given circuits (boolean masks ``[len(grid), n_edges]``, e.g. a circuits-at-sizes
     submission), one per size of ``grid``."""
+    return _curves_of(case, data, [masks], grid, ablation, metric, positional, [absolute], _bound, protocol)[0]
+
+
+def _curves_of(case, data, mask_sets: Sequence[np.ndarray], grid: Sequence[float], ablation: str, metric: str | None,
+               positional: bool, absolutes: Sequence[bool], _bound, protocol: str) -> list[FaithfulnessCurve]:
+    """One :class:`FaithfulnessCurve` per set of circuits, every circuit of every set and the two
+    ends in one batch of masks (a circuit that several sets share, and the ends, run once)."""
     rt = case.runtime
     graph = case.graph
-    masks = np.atleast_2d(np.asarray(masks, dtype=bool))
-    if masks.shape != (len(grid), graph.n_edges):
-        raise UsageError(f"need one circuit per size: masks of shape ({len(grid)}, {graph.n_edges}), got {masks.shape}")
-    all_masks = np.concatenate([np.zeros((1, graph.n_edges), bool), masks, np.ones((1, graph.n_edges), bool)])
+    sets = []
+    for masks in mask_sets:
+        masks = np.atleast_2d(np.asarray(masks, dtype=bool))
+        if masks.shape != (len(grid), graph.n_edges):
+            raise UsageError(f"need one circuit per size: masks of shape ({len(grid)}, {graph.n_edges}), "
+                             f"got {masks.shape}")
+        sets.append(masks)
+    all_masks = np.concatenate([np.zeros((1, graph.n_edges), bool), *sets, np.ones((1, graph.n_edges), bool)])
     metric_fn, _ = _bound if _bound is not None else task_metric(case, data, metric, protocol)
     with torch.no_grad():
         outs = rt.run_masks(data.base, torch.as_tensor(all_masks, dtype=torch.float32), source=data.source,
                             ablation=ablation, reference=data.base, positional=positional)
         losses = metric_fn(outs).double().cpu().numpy()
+    n = len(grid)
+    return [_curve(grid, masks, np.concatenate([losses[:1], losses[1 + i * n:1 + (i + 1) * n], losses[-1:]]), absolute)
+            for i, (masks, absolute) in enumerate(zip(sets, absolutes))]
+
+
+def _curve(grid: Sequence[float], masks: np.ndarray, losses: np.ndarray, absolute: bool) -> FaithfulnessCurve:
+    """The curve of ``masks`` from the losses of [empty, *masks, full]."""
     m = -losses
     m_empty, m_full = float(m[0]), float(m[-1])
     gap = m_full - m_empty
@@ -196,9 +218,8 @@ def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric
     circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`) and
     ``protocol`` (``cbench``, or ``mib``: pruned, ``int(k·n)`` edges)."""
     bound = task_metric(case, data, metric, protocol)
-    cpr_curve = faithfulness_curve(case, data, scores, False, ablation, metric, grid, positional, bound, construction,
-                                   protocol)
-    cmd_curve = faithfulness_curve(case, data, scores, True, ablation, metric, grid, positional, bound, construction,
-                                   protocol)
+    cpr_curve, cmd_curve = _curves_of(case, data, [_circuits(case, scores, grid, absolute, construction, protocol)
+                                                   for absolute in (False, True)],
+                                      grid, ablation, metric, positional, (False, True), bound, protocol)
     return FaithfulnessResult(cpr_curve.area, cmd_curve.distance, cpr_curve, cmd_curve, ablation,
                               bound[0].name, data.n_examples)
