@@ -13,8 +13,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from circuit_models import random_model, random_tokens  # noqa: E402
+from hook_reference import node_output_caches  # noqa: E402
 
 from cbench.artifacts.transformer_lens_adapter import build_model  # noqa: E402
 
@@ -34,16 +36,9 @@ def _data(n=8, p=5, d_vocab=9, seed=20):
 
 # ---------------------------------------------------------------------------- the hook reference
 def _node_outputs(model, tokens, g: Graph) -> dict[str, torch.Tensor]:
-    """Every node's output [B, P, D]: the embeddings, each head's hook_result, each hook_mlp_out."""
-    with torch.no_grad():
-        _, cache = model.run_with_cache(tokens)
-    out = {"input": cache["blocks.0.hook_resid_pre"]}
-    for layer in range(g.n_layers):
-        for h in range(g.n_heads):
-            out[f"a{layer}.h{h}"] = cache[f"blocks.{layer}.attn.hook_result"][:, :, h]
-        if g.has_mlp:
-            out[f"m{layer}"] = cache[f"blocks.{layer}.hook_mlp_out"]
-    return out
+    """Every node's output [B, P, D]: the embeddings, each head's hook_result (its share of
+    ln1_post under a post-norm), each hook_mlp_out (benchmarks/hook_reference.py)."""
+    return node_output_caches(model, tokens)
 
 
 def _grads(model, tokens, per_example_loss, g: Graph, drop: int | None):

@@ -4,7 +4,8 @@ post-norms; tests/real_model_families.py) against TransformerLens itself and hoo
 
 Tolerances (float32): the unpatched pass is bit-exact; a differentiable all-ones mask within
 1e-5 x max(1, |logits|); patched runs within 1e-5 of hook patching; method scores within
-1e-4 x max(1, |reference|) (EAP, EAP-IG, activation patching, NAP, ACDC's metric deltas 1e-5).
+1e-4 x max(1, |reference|) (EAP, EAP-IG, activation patching, NAP; ACDC's metric deltas and AtP*
+1e-5).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hook_reference import (head_output_hooks, hooked_patched_run, node_output_caches,  # noqa: E402
                             reference_acdc, reference_eap_ig_inputs, reference_nap)
 from real_model_families import FAMILIES, FULL_WIDTH, family_model, tokens  # noqa: E402
+from test_atp_star import reference_atp_star  # noqa: E402
 
 from cbench.artifacts import transformer_lens_adapter as tla  # noqa: E402
 from cbench.discovery import discover  # noqa: E402
@@ -232,6 +234,17 @@ def test_eap_eap_ig_and_activation_patching_equal_hook_references(fam):
             assert ap.scores[e.index] == pytest.approx(val - full, abs=1e-5)
 
 
+@pytest.mark.parametrize("grad_drop", [False, True], ids=["qk-fix", "qk-fix+graddrop"])
+def test_atp_star_equals_the_hook_reference(fam, grad_drop):
+    """AtP* (QK fix: the pattern recomputed through rotary, GQA, soft-caps and local windows;
+    GradDrop: through parallel blocks and post-norms) against tests/test_atp_star.py's hook reference."""
+    _name, model, rt, data = fam
+    res = discover(rt, data, "atp-star", {"grad_drop": grad_drop, "batch_size": 5}, progress=False)
+    ref = reference_atp_star(model, data.base, data.source, prepare(rt, data, "atp-star").metric.per_example,
+                             grad_drop)
+    _close(res.scores, _as_array(rt.graph, ref), 1e-5)
+
+
 def test_neuron_level_nap_equals_the_hook_reference(fam):
     _name, model, rt, data = fam
     res = discover(rt, data, "nap", {"granularity": "neuron"}, progress=False)
@@ -307,7 +320,7 @@ def _ranks(x):
     return np.argsort(np.argsort(x)).astype(float)
 
 
-@pytest.mark.parametrize("family", ["pythia", "llama3.1"])
+@pytest.mark.parametrize("family", ["pythia", "llama3.1", "gemma2"])
 def test_bfloat16_scores_track_float32(family):
     """--dtype bfloat16: the same model's EAP-IG scores in bf16 against float32 (measured in
     docs/real-models.md); here the rank correlation of |score| must stay above 0.98."""
