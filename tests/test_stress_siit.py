@@ -267,6 +267,7 @@ def test_the_released_stress_dataset_is_rebuilt_byte_for_byte_with_the_counterpa
     file of ``cbench/stress-counterfactuals`` v1.3.0 again, the counterparts' rows labelled with
     their own answers, the earlier configs copied."""
     from cbench.hub.zoo import zoo_dir
+    from cbench_builders.stress.dataset import extend_release
 
     zoo = Path(zoo_dir())
     released = zoo / "releases" / "datasets" / "cbench" / "stress-counterfactuals" / "v1.3.0"
@@ -284,7 +285,7 @@ def test_the_released_stress_dataset_is_rebuilt_byte_for_byte_with_the_counterpa
     (scratch / "datasets" / "cbench" / "stress-counterfactuals").mkdir()
     (scratch / "datasets" / "cbench" / "stress-counterfactuals" / "v1.2.0").symlink_to(released.parent / "v1.2.0")
     (scratch / "models").symlink_to(zoo / "releases" / "models")
-    S.counterpart_dataset(out, built, names, tmp_path / "zoo", echo=lambda _line: None)
+    extend_release(out, built, names, tmp_path / "zoo", echo=lambda _line: None)
     want = sorted(p.relative_to(released).as_posix() for p in released.rglob("*") if p.is_file())
     got = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert got == want

@@ -93,15 +93,78 @@ def build_stress_dataset(out: Path, names: list[str], rows: int = ROWS, echo=cli
     return card
 
 
+def _latest(root: Path) -> Path:
+    return max((d for d in root.iterdir() if d.is_dir() and d.name.startswith("v")),
+               key=lambda d: tuple(int(x) for x in d.name[1:].split(".")))
+
+
+def extend_release(out: Path, built: Path, names: list[str], zoo: Path, echo=click.echo) -> Path:
+    """``cbench/stress-counterfactuals`` with every config of its newest release (copied byte for
+    byte) and one config per model in ``built`` named in ``names`` (a hand-set design or a trained
+    counterpart: the splits' rows as :func:`split_table` draws them, labelled with that model's answers)."""
+    import json
+    import shutil
+
+    from cbench.artifacts.model import read_model_artifact
+    from cbench_builders.release.cards import render_card, size_category
+    from cbench_builders.release.parquet import write_parquet
+
+    released = _latest(zoo / "releases" / "datasets" / REPO)
+    models = zoo / "releases" / "models" / "cbench"
+    configs = []
+    order = [line.split(":", 1)[1].strip() for line in (released / "README.md").read_text().splitlines()
+             if line.strip().startswith("- config_name:")]  # the release's own order (its first is the default)
+    order = list(dict.fromkeys(order))  # (each config is named twice: configs and dataset_info)
+    for name in order:
+        d = released / name
+        if name in names or not d.is_dir():
+            continue
+        shutil.copytree(d, out / d.name, dirs_exist_ok=True)
+        meta = json.loads((_latest(models / d.name) / "meta.json").read_text())
+        configs.append({"name": d.name, "mechanism": meta["high_level"]["mechanism"], "description": meta["description"],
+                        "splits": [{"name": s, "path": data_file(d.name, s), "rows": ROWS} for s in SPLITS]})
+    for name in names:
+        art = read_model_artifact(Path(built) / name)
+        model = art.load_model(tokenizer=False)
+        for split in SPLITS:
+            write_parquet(split_table(model, art.meta, split, ROWS), out / data_file(name, split))
+        configs.append({"name": name, "mechanism": art.meta["high_level"]["mechanism"],
+                        "description": art.meta["description"],
+                        "splits": [{"name": s, "path": data_file(name, s), "rows": ROWS} for s in SPLITS]})
+        echo(f"{name}: {len(SPLITS)} x {ROWS} pairs")
+    vocab = [t for t in json.loads((_latest(models / "stress-or-1") / "meta.json").read_text())["input_tokens"]
+             if t != "BOS"]
+    text = render_card("dataset_stress", {"repo": REPO, "configs": configs, "rows": ROWS,
+                                          "size_category": size_category(ROWS * len(SPLITS) * len(configs)),
+                                          "vocab": vocab}, data_root=out)
+    card = out / "README.md"
+    card.write_text(text)
+    echo(f"{REPO}: {len(configs)} configs ({released.name}'s and {len(names)} new) in {out}")
+    return card
+
+
 @click.command("stress-dataset")
 @click.option("--out", "out_dir", default="build/stress-dataset/stress-counterfactuals", show_default=True,
               type=click.Path(path_type=Path), callback=check_out_tree,
               help="the dataset's directory (card and parquet files)")
 @click.option("--only", default=None, help="comma-separated model names (default: every stress model)")
 @click.option("--rows", default=ROWS, show_default=True, type=click.IntRange(10, 100_000), help="pairs per split")
-def build_stress_dataset_cmd(out_dir: Path, only: str | None, rows: int):
+@click.option("--extend-release", "built", default=None, type=click.Path(path_type=Path, file_okay=False),
+              help="instead: the newest release's configs byte for byte plus one per --only model built in this "
+                   "directory (by `cbench build stress --out`)")
+def build_stress_dataset_cmd(out_dir: Path, only: str | None, rows: int, built: Path | None):
     """Write the stress tier's counterfactual pairs as a Hugging Face dataset, one config per model."""
+    from cbench.hub.zoo import zoo_dir
     from cbench_builders.stress.registry import DESIGNS
+
+    if built is not None:
+        names = [s.strip() for s in (only or "").split(",") if s.strip()]
+        missing = [n for n in names if not (built / n / "meta.json").is_file()]
+        if not names or missing:
+            raise UsageError(f"--extend-release {built}: name the models to add with --only; not built there: "
+                             f"{', '.join(missing) or '(none given)'}")
+        extend_release(out_dir, built, names, Path(zoo_dir()))
+        return
 
     names = list(DESIGNS) if only is None else [s.strip().removeprefix("stress-") for s in only.split(",") if s.strip()]
     unknown = [n for n in names if n not in DESIGNS]

@@ -341,57 +341,6 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
     return Outcome(c.name, report.passed, path, res.epochs, res.training_time_s, res.training_cpu_s, report, failures)
 
 
-def _latest(root: Path) -> Path:
-    return max((d for d in root.iterdir() if d.is_dir() and d.name.startswith("v")),
-               key=lambda d: tuple(int(x) for x in d.name[1:].split(".")))
-
-
-def counterpart_dataset(out: Path, built: Path, names: list[str], zoo: Path, echo=click.echo) -> Path:
-    """``cbench/stress-counterfactuals`` with every config of its newest release (copied byte for
-    byte) and one config per counterpart in ``built`` (the splits' rows as for a hand-set model,
-    :func:`cbench_builders.stress.dataset.split_table`, labelled with the trained model's answers)."""
-    import json
-    import shutil
-
-    from cbench.artifacts.model import read_model_artifact
-    from cbench_builders.release.cards import render_card, size_category
-    from cbench_builders.release.parquet import write_parquet
-    from cbench_builders.stress.dataset import REPO, ROWS, SPLITS, data_file, split_table
-
-    released = _latest(zoo / "releases" / "datasets" / REPO)
-    models = zoo / "releases" / "models" / "cbench"
-    configs = []
-    order = [line.split(":", 1)[1].strip() for line in (released / "README.md").read_text().splitlines()
-             if line.strip().startswith("- config_name:")]  # the release's own order (its first is the default)
-    order = list(dict.fromkeys(order))  # (each config is named twice: configs and dataset_info)
-    for name in order:
-        d = released / name
-        if name in names or not d.is_dir():
-            continue
-        shutil.copytree(d, out / d.name, dirs_exist_ok=True)
-        meta = json.loads((_latest(models / d.name) / "meta.json").read_text())
-        configs.append({"name": d.name, "mechanism": meta["high_level"]["mechanism"], "description": meta["description"],
-                        "splits": [{"name": s, "path": data_file(d.name, s), "rows": ROWS} for s in SPLITS]})
-    for name in names:
-        art = read_model_artifact(Path(built) / name)
-        model = art.load_model(tokenizer=False)
-        for split in SPLITS:
-            write_parquet(split_table(model, art.meta, split, ROWS), out / data_file(name, split))
-        configs.append({"name": name, "mechanism": art.meta["high_level"]["mechanism"],
-                        "description": art.meta["description"],
-                        "splits": [{"name": s, "path": data_file(name, s), "rows": ROWS} for s in SPLITS]})
-        echo(f"{name}: {len(SPLITS)} x {ROWS} pairs")
-    vocab = [t for t in json.loads((_latest(models / "stress-or-1") / "meta.json").read_text())["input_tokens"]
-             if t != "BOS"]
-    text = render_card("dataset_stress", {"repo": REPO, "configs": configs, "rows": ROWS,
-                                          "size_category": size_category(ROWS * len(SPLITS) * len(configs)),
-                                          "vocab": vocab}, data_root=out)
-    card = out / "README.md"
-    card.write_text(text)
-    echo(f"{REPO}: {len(configs)} configs ({released.name}'s and {len(names)} counterparts) in {out}")
-    return card
-
-
 @click.command("stress-siit")
 @click.option("--out", "out_dir", default="build/stress", type=click.Path(path_type=Path), show_default=True,
               callback=check_out_tree, help="where the trained models are written (beside the hand-set ones)")
@@ -423,7 +372,9 @@ def build_stress_siit_cmd(out_dir: Path, only: str | None, checkpoint_dir: Path 
         have = [n for n in names if (out_dir / n / "meta.json").is_file()]
         if not have:
             raise UsageError(f"--dataset-out: no counterpart is built in {out_dir}")
-        counterpart_dataset(dataset_out, out_dir, have, Path(zoo_dir()))
+        from cbench_builders.stress.dataset import extend_release
+
+        extend_release(dataset_out, out_dir, have, Path(zoo_dir()))
         return
     overrides = {"epochs": epochs, "min_epochs": min_epochs, "lr": lr, "lr_end": None if lr is None else lr / 5}
     out_dir.mkdir(parents=True, exist_ok=True)

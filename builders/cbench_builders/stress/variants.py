@@ -500,3 +500,54 @@ DESIGNS = {f.__name__.replace("_", "-"): f for f in (
     or_3, or_4, backup_3, backup_4, neg_3, neg_4, cancel_3, cancel_4, sat_3, sat_4, and_3, and_4, decoy_3, decoy_4,
     dist_3, dist_4, combo_1, combo_2, combo_3)}
 HELD_OUT = {f.__name__.replace("_", "-"): f for f in (or_5, backup_5, neg_5, combo_4)}
+
+
+# ---------------------------------------------------------------------------- held out, round 2
+# Written after the whole tier's robustness table, before any method ran on them
+# (docs/stress-held-out-predictions.md, round 2): one new design per mechanism, each from the same
+# generator as its mechanism's earlier designs with new sizes, placements, depths and rarities.
+def or_6() -> StressDesign:
+    return _redundant("stress-or-6", 8, 5, 3, [(0, 3), (1, 2), (2, 0), (2, 3)], 2, 3, 50,
+                      "Four copies over three layers, three needed; eight tokens, four-token inputs.")
+
+
+def backup_6() -> StressDesign:
+    # two placements with seven tokens failed the complement gate first (the floor ablated together
+    # changed 2-5 % of answers); this one was chosen on the gates alone, before any method ran
+    return _backup("stress-backup-6", 9, 6, 3, (0, 1), [(1, 2), (2, 0)], 2, 4, 51,
+                   "References in layers 1 and 2 above the primary, the backup in the last layer; nine tokens, "
+                   "five-token inputs.")
+
+
+def neg_6() -> StressDesign:
+    return _negative("stress-neg-6", 11, 6, 2, (0, 2), [(1, 1)], 3, [0.5], 52,
+                     "One negative head reading the token itself, in the layer above the mover; eleven tokens.")
+
+
+def cancel_5() -> StressDesign:
+    return _cancel("stress-cancel-5", 8, 7, 3, (2, 0), (0, 3), 4, 1, 53,
+                   "The cancelling head in layer 0, its indirect path a head two layers up; eight tokens, six-token "
+                   "inputs.", via_head=(2, 2))
+
+
+def sat_5() -> StressDesign:
+    return _saturation("stress-sat-5", 8, 7, 14.0, 2, 3, (1, 5), 54, "A gap of 14; eight tokens, six-token inputs.")
+
+
+def and_5() -> StressDesign:
+    return _and("stress-and-5", 8, 5, {2: [0, 1], 4: [3]}, 1, 55, 2.5,
+                "Two conditions, one on two tokens of eight, one on a single token (3.1 %).")
+
+
+def decoy_5() -> StressDesign:
+    return _decoy("stress-decoy-5", 8, 6, 2, [(0, 3, 2)], [(1, 1, 4, 60.0), (0, 0, 1, 60.0)], 56,
+                  "Two decoys 60 times louder, one in each layer, around a one-step path; eight tokens.")
+
+
+def dist_5() -> StressDesign:
+    return _dist("stress-dist-5", 8, 6, 3, [(0, 1), (1, 3), (2, 0)], 3, 57,
+                 "Three shares, one per layer of three; eight tokens, five-token inputs.")
+
+
+HELD_OUT_2 = {f.__name__.replace("_", "-"): f for f in (or_6, backup_6, neg_6, cancel_5, sat_5, and_5, decoy_5,
+                                                        dist_5)}
