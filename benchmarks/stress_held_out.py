@@ -2,7 +2,8 @@
 method ran on those models) against a bench's results.json: ``pass`` holds at edge AUROC >= 0.90,
 ``fail`` at <= 0.75 (cbench.scoring.stress_tier.verdict), the AUROC with the numerical resolution.
 
-Usage: ``python benchmarks/stress_held_out.py RESULTS_JSON``: a markdown table and the hit rate.
+Usage: ``python benchmarks/stress_held_out.py RESULTS_JSON [--round 2]``: a markdown table and the hit
+rate (round 1: the file's first JSON block; round 2: the block under its "## Round 2" heading).
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "stress-held-out-prediction
 
 
 def main(argv=None) -> int:
-    results = json.loads(Path((argv or sys.argv[1:])[0]).read_text())["results"]["auroc"]
-    preds = json.loads(re.search(r"```json\n(.*?)\n```", DOC.read_text(), re.S).group(1))
+    argv = list(argv or sys.argv[1:])
+    rnd = int(argv[argv.index("--round") + 1]) if "--round" in argv else 1
+    results = json.loads(Path(argv[0]).read_text())["results"]["auroc"]
+    text = DOC.read_text()
+    if rnd > 1:
+        text = text[text.index(f"## Round {rnd}"):]
+    preds = json.loads(re.search(r"```json\n(.*?)\n```", text, re.S).group(1))
     held = total = 0
     print("| model | method | predicted | edge AUROC | held |\n| --- | --- | --- | ---: | --- |")
     for model, row in preds.items():
