@@ -12,8 +12,11 @@
 * a checkpoint in TransformerLens's own layout (``attn-only-4l`` by name, or a directory so
   laid out): :mod:`cbench.artifacts.transformer_lens_repos`.
 
-A TransformerLens 4.x ``TransformerBridge`` is refused in one line: the bridge offers neither
-per-head results nor split q/k/v inputs (docs/real-models.md). ``dtype``: ``float32``,
+* a TransformerLens 4.x ``TransformerBridge`` (GPT-2, GPT-NeoX, Llama, Qwen-2, Gemma-2): its
+  Hugging Face model as the runtime's model, built by :mod:`cbench.artifacts.bridge_model` in plain
+  torch (TransformerLens 4 has no ``HookedTransformer``); a bridge with processed weights is one line.
+
+``dtype``: ``float32``,
 ``bfloat16`` or ``float16`` (the weights are converted once, at load).
 """
 
@@ -55,24 +58,25 @@ def is_checkpoint_dir(path: str | os.PathLike) -> bool:
 
 def load_model(model, dtype: str | torch.dtype = "float32"):
     """A ``HookedTransformer`` with the edge-level hooks on, from a model object, a checkpoint
-    directory or a hub name (see the module docstring)."""
+    directory or a hub name; from a ``TransformerBridge``, a
+    :class:`~cbench.artifacts.bridge_model.BridgeModel` (see the module docstring)."""
+    torch_dtype = dtype_of(dtype)
+    from cbench.artifacts import bridge_model
+
+    if isinstance(model, torch.nn.Module) and bridge_model.is_bridge(model):
+        return bridge_model.from_bridge(model, torch_dtype)  # no TransformerLens import: it may be 4.x here
     from cbench.artifacts import transformer_lens_adapter as tla
 
-    torch_dtype = dtype_of(dtype)
     if isinstance(model, torch.nn.Module):
         if isinstance(model, tla.HookedTransformer):
             if next(model.parameters()).dtype != torch_dtype and torch_dtype != torch.float32:
                 torch.nn.Module.to(model, torch_dtype)  # TransformerLens's own .to() prints a line
                 model.cfg.dtype = torch_dtype
             return tla.enable_edge_hooks(model)
-        if type(model).__name__ == "TransformerBridge":
-            raise UnsupportedModelError(
-                "the runtime does not run TransformerLens 4.x TransformerBridge models yet (no per-head "
-                "results or split q/k/v inputs); pass the checkpoint directory or a HookedTransformer")
-        raise UsageError(f"a model must be a HookedTransformer, a checkpoint directory or a hub name "
+        raise UsageError(f"a model must be a HookedTransformer, a TransformerBridge, a checkpoint directory or a hub name "
                          f"(got a {type(model).__name__})")
     if not isinstance(model, (str, os.PathLike)):
-        raise UsageError(f"a model must be a HookedTransformer, a checkpoint directory or a hub name "
+        raise UsageError(f"a model must be a HookedTransformer, a TransformerBridge, a checkpoint directory or a hub name "
                          f"(got {type(model).__name__})")
     name = str(model)
     path = Path(name)
