@@ -1,0 +1,72 @@
+"""cbench's runtime on a TransformerLens 4.3 ``TransformerBridge`` (``load_model(bridge)`` and the
+Python API), in TransformerLens 4.3's own environment (``.venv-tl4``), against the bridge itself.
+
+The TransformerLens 4 side runs as one subprocess (``tests/tl4_bridge_equality.py``) under that
+environment's interpreter (``$CBENCH_TL4_PYTHON`` overrides it) with the client on ``PYTHONPATH``;
+without the environment the tests skip, saying so, except on CI. Per family it writes a
+random-weight Hugging Face checkpoint and a tokenizer trained there, boots the bridge, and
+measures cbench's all-ones masked forward against ``bridge(tokens)`` and cbench's EAP and EAP-IG
+(inputs) scores against a reference computed with the bridge's own hooks.
+
+Tolerances (float32): logits within 1e-5 x max(1, |logits|) (measured: at most 2.4e-7); scores
+within 1e-4 x the largest reference score (measured: at most 1.6e-5 of it, on GPT-2, whose scores
+are about 5e-5). The default suite runs Gemma-2 (rotary, grouped-query attention, post-norms,
+soft-caps, local attention; about 10 s, most of it the subprocess's imports); ``-m slow`` GPT-2,
+Pythia/NeoX, Qwen-2.5 and Llama-3.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_transformer_lens4 import tl4_python  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).resolve().parent / "tl4_bridge_equality.py"
+
+
+def run_bridge_families(families: list[str], tmp_path: Path) -> dict:
+    python = tl4_python()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PYTHONPATH=str(ROOT / "client"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([str(python), str(SCRIPT), str(tmp_path), *families], check=False, capture_output=True,
+                          text=True, timeout=900, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, f"TransformerLens 4 run failed:\n{proc.stderr[-3000:]}"
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["transformer_lens"].startswith("4.3"), out["transformer_lens"]
+    assert not out["tl3_imported"]  # the runtime ran without TransformerLens 3's HookedTransformer
+    return out["results"]
+
+
+def check(results: dict, families: list[str]) -> None:
+    assert sorted(results) == sorted(families)
+    for family, r in results.items():
+        assert "error" not in r, f"{family}: {r.get('error')}\n{r.get('traceback', '')}"
+        assert r["model_type"] == "BridgeModel" and r["metric"] == "logit_diff" and r["n_examples"] == 4
+        err, scale = r["logits"]
+        assert scale > 0 and err <= 1e-5 * max(1.0, scale), (family, err, scale)
+        for method in ("eap", "eap-ig-inputs"):
+            err, scale = r[method]
+            assert scale > 0 and err <= 1e-4 * scale, (family, method, err, scale)
+        # a bridge with processed weights (enable_compatibility_mode()) is refused in one line
+        assert "weights were processed" in r["processed"] and "\n" not in r["processed"]
+
+
+def test_a_gemma2_bridge_runs_in_the_runtime_and_equals_the_bridge(tmp_path):
+    results = run_bridge_families(["gemma2"], tmp_path)
+    check(results, ["gemma2"])
+    assert results["gemma2"]["n_edges"] == 110  # 2 layers of 4 query heads (2 key/value heads)
+
+
+@pytest.mark.slow
+def test_gpt2_pythia_qwen_and_llama_bridges_equal_the_bridge(tmp_path):
+    families = ["gpt2", "pythia", "qwen2.5", "llama3.1"]
+    check(run_bridge_families(families, tmp_path), families)
