@@ -164,11 +164,12 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
     if start_slot is None:
         layer0, part0, n_prefix = 0, "attn", 1
         shared = None
-        chunks = [embed(rt, tokens)[None]]
+        chunks = _NodeOutputs(rt.n_forward)
+        chunks.append(embed(rt, tokens)[None])
     else:
         layer0, part0, n_prefix = start_of_slot(rt, start_slot)
         shared = prefix[:n_prefix]  # [n_prefix, n, P, D], the same for every group
-        chunks = []
+        chunks = _NodeOutputs(rt.n_forward - n_prefix)
     probe = None
     if input_probe:
         probe = torch.zeros(rt.n_backward, B, P, D, dtype=rt.dtype, device=rt.device, requires_grad=True)
@@ -205,7 +206,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         if shared is not None:
             x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
         x = x[None]  # [1, n, P, k, D]
-        own = (torch.cat(chunks, 0) if len(chunks) > 1 else chunks[0])[: n_src - n_sh] if chunks else None
+        own = chunks.first(n_src - n_sh) if chunks else None
         if own is not None and own.shape[0]:
             a = own.reshape(own.shape[0], C, n, P, D)
             x = x + torch.einsum("cfk,fcnpd->cnpkd", M[:, n_sh:n_src, cols], a)
@@ -227,7 +228,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
             return gather_lowrank(cols, n_src)
         k = ncols(cols)
         n_sh = 0 if shared is None else shared.shape[0]
-        own = (torch.cat(chunks, 0) if len(chunks) > 1 else chunks[0])[: n_src - n_sh] if chunks else None
+        own = chunks.first(n_src - n_sh) if chunks else None
         if M is None:
             total = own.sum(0) if own is not None else 0.0
             if shared is not None:
@@ -291,11 +292,46 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
     out = unembed(rt, xl)
     acts = None
     if keep_acts:
-        acts = torch.cat(chunks, 0)
+        acts = chunks.first(len(chunks))
         if shared is not None:
             sh = shared if shared.shape[1] == B else shared.repeat(1, C, 1, 1)
             acts = torch.cat([sh, acts], 0)
     return RunResult(out, acts, probe)
+
+
+class _NodeOutputs:
+    """The node outputs a masked pass has computed so far ([k, B, P, D] blocks, in node order),
+    read back stacked by every later gather. Without autograd they are written once into one
+    buffer and a gather reads a prefix of it (no copy); with autograd (mask learning) the blocks
+    are concatenated per gather, since writing into a buffer a gradient pass has read would
+    invalidate it. Either way the values are the same."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.blocks: list[torch.Tensor] = []
+        self.buffer: torch.Tensor | None = None
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, x: torch.Tensor) -> None:
+        k = x.shape[0]
+        if torch.is_grad_enabled() or self.n + k > self.capacity:
+            self.blocks.append(x)
+        else:
+            if self.buffer is None:
+                self.buffer = x.new_empty((self.capacity, *x.shape[1:]))
+            self.buffer[self.n:self.n + k] = x
+        self.n += k
+
+    def first(self, count: int) -> torch.Tensor:
+        """The first ``count`` node outputs, stacked ``[count, B, P, D]``."""
+        if not self.blocks:
+            return self.buffer[:count]
+        parts = ([self.buffer[:self.n - sum(b.shape[0] for b in self.blocks)]] if self.buffer is not None else []) \
+            + self.blocks
+        return (torch.cat(parts, 0) if len(parts) > 1 else parts[0])[:count]
 
 
 def start_of_slot(rt: ModelState, slot: int) -> tuple[int, str, int]:
