@@ -49,6 +49,12 @@ def test_the_dense_floor_gives_outside_edges_effects_and_its_gate_can_fail():
     # the floor is measured, not asserted: asking for every edge fails on this design
     g_all = _gates(d, circuit_edit=lambda c: c["floor"].update(min_share=1.0))
     assert not g_all["floor_share_above_resolution"].passed
+    # measured on the logits, the share counts every edge the KL cutoff counts and more, and says
+    # why the rest do not move them
+    moving = g["floor_share_moving_logits"]
+    assert moving.passed and share.value <= moving.value < 1.0
+    assert "outside edges move a logit" in moving.detail and "the rest:" in moving.detail
+    assert not g_all["floor_share_moving_logits"].passed
     # the dense floor's weights are kept apart (a high-level model can take them out)
     assert d.kit.floor_W and all(np.abs(v).sum() > 0 for v in d.kit.floor_W.values())
 

@@ -44,7 +44,6 @@ def edges_per_pass(rt, n_examples: int, positions: int, budget: float | None = N
     return max(1, int(budget // max(row * max(n_examples, 1), 1)))
 
 
-@torch.no_grad()
 def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Sequence[int],
                         budget: float | None = None) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
     """The model's outputs with each edge in ``edges`` (indices into ``rt.graph.edges``) ablated
@@ -52,6 +51,17 @@ def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Se
 
     ``acts``: the clean node outputs ``[F, B, P, D]`` (``rt.node_outputs``); ``ablated``: the
     ablated ones, broadcastable to them (``rt.ablated_outputs``)."""
+    for rows, out, _ in single_edge_effects(rt, acts, ablated, edges, budget):
+        yield rows, out
+
+
+@torch.no_grad()
+def single_edge_effects(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Sequence[int],
+                        budget: float | None = None) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    """:func:`single_edge_outputs` plus, per edge, the largest change of its destination's own
+    output (a head's result, an MLP's output, the logits; over every example and position):
+    yields ``(positions in edges, outputs [e, B, P, V], destination change [e])``. A q or k edge
+    into a head whose attention does not move changes its destination by rounding only."""
     g = rt.graph
     F, B, P, D = acts.shape
     H, L = rt.n_heads, rt.n_layers
@@ -108,7 +118,7 @@ def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Se
         node = g.node(node_of[dst[rows[0]]])
         if node.kind == "logits":
             out = unembed(rt, X[-1] + d_in)
-            yield np.asarray(rows), out
+            yield np.asarray(rows), out, (out - unembed(rt, X[-1])).abs().flatten(1).amax(1)
             continue
         layer = node.layer
         fx = g.forward_index(node.name)
@@ -120,6 +130,7 @@ def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Se
             x[torch.arange(e), which] += d_in
             x = x.permute(0, 2, 3, 1, 4).reshape(e * B, P, 3, D)
             delta = attention(rt, layer, x, heads=torch.tensor([h], device=acts.device))[0] - acts[fx].repeat(e, 1, 1)
+            moved = delta.reshape(e, -1).abs().amax(1)
             if rt.has_mlp and not rt.parallel:  # the MLP of the same layer reads the head
                 f_mlp = 1 + layer * rt.per_layer_fwd + H
                 mlp_in = X[layer * rt.per_layer_bwd + 3 * H].repeat(e, 1, 1) + delta
@@ -127,5 +138,6 @@ def single_edge_outputs(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Se
         else:  # an MLP
             new = mlp(rt, layer, (X[dst[rows[0]]] + d_in).reshape(e * B, P, D))
             delta = new - acts[fx].repeat(e, 1, 1)
+            moved = delta.reshape(e, -1).abs().amax(1)
         out = forward_from(layer + 1, resid_at(layer + 1).repeat(e, 1, 1) + delta)
-        yield np.asarray(rows), out.reshape(e, B, P, -1)
+        yield np.asarray(rows), out.reshape(e, B, P, -1), moved
