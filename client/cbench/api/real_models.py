@@ -4,6 +4,7 @@ CSV layout (or JSONL, Parquet, a saved dataset) or :class:`~cbench.tasks.data.Ta
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -127,32 +128,67 @@ def read_task(task, tokenizer, n_examples: int | None = None, *, vocab_size: int
 
 def run_model_discovery(model, data, method: str, hp: Mapping[str, Any], metric: str | None = None, *,
                         dtype: str = "float32", device: str | None = None, n_examples: int | None = None,
-                        progress: bool = False) -> Discovery:
+                        progress: bool = False, memory_budget: float | None = None) -> Discovery:
     """Run ``method`` (hyperparameters from :func:`discovery_hyperparameters`) on ``model`` (or a
     :class:`RealModel`) with the pairs ``data`` (a file or TaskData). The document is an
     edge-scores document whose ``case`` is the model's name and whose model kind is
-    ``pretrained``."""
-    from cbench.discovery import discover as run_discover
+    ``pretrained``. EAP and EAP-IG-inputs are planned first (:func:`plan_model_run`): refused in
+    one line when they cannot fit the device, run in parts of their pairs within
+    ``memory_budget`` (GB) when one is given."""
     from cbench.discovery import to_edge_scores_document
+    from cbench.discovery.chunked import discover_in_parts
+    from cbench.runtime.memory_plan import PLANNED
 
+    planned = method in PLANNED
+    if memory_budget is not None:
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, (int, float)) \
+                or not math.isfinite(memory_budget) or memory_budget <= 0:
+            raise UsageError(f"memory_budget (--memory-budget) must be a positive number of GB (got {memory_budget!r})")
+        if not planned:
+            raise UsageError(f"memory_budget (--memory-budget) applies to {', '.join(PLANNED)}, whose memory is "
+                             f"planned, not to {method}")
     rm = model if isinstance(model, RealModel) else resolve_model(model, data, dtype=dtype, device=device,
-                                                                   n_examples=n_examples)
+                                                                   n_examples=n_examples, check_memory=not planned)
     if metric is None:
         metric = rm.answer_metric
+    chunk = rm.data.n_examples
+    if planned:
+        plan, hp = plan_model_run(rm, method, hp, memory_budget)
+        chunk = plan.chunk
     t0 = time.perf_counter()
-    result = run_discover(rm.runtime, rm.data, method, hp, metric, progress=progress)
+    result = discover_in_parts(rm.runtime, rm.data, method, hp, metric, chunk, progress=progress)
     doc = to_edge_scores_document(result, rm.label, rm.ref, d_model=int(rm.model.cfg.d_model))
     return Discovery(result, rm.data, rm.runtime.n_edges, doc, time.perf_counter() - t0)
 
 
+def plan_model_run(rm: RealModel, method: str, hp: Mapping[str, Any], memory_budget: float | None = None):
+    """``(plan, hyperparameters)`` of a planned method (:mod:`cbench.runtime.memory_plan`) on ``rm``'s
+    pairs: without a budget, the whole run's plan, refused in one line when its peak is over the
+    device's free memory; with ``memory_budget`` (GB), the plan that stays within it (parts of
+    ``plan.chunk`` pairs, ``plan.rows_per_pass`` rows per pass, written into the hyperparameters)."""
+    from cbench.runtime.memory_plan import check_budget, check_plan
+
+    N, P = rm.data.n_examples, int(rm.data.base.shape[1])
+    steps = int(hp.get("steps", 5))
+    key = "batch_size" if method == "eap" else "batch_rows"
+    batch = int(hp.get(key) or 4096)
+    if memory_budget is None:
+        return check_plan(rm.runtime, method, N, P, steps=steps, batch=batch), dict(hp)
+    plan = check_budget(rm.runtime, method, N, P, float(memory_budget), steps=steps, batch=batch)
+    return plan, dict(hp, **{key: min(batch, plan.rows_per_pass)})
+
+
 def discover_model(model, method: str, data, *, params: Mapping[str, Any] | None = None, metric: str | None = None,
                    ablation: str | None = None, dtype: str = "float32", device: str | None = None,
-                   n_examples: int | None = None, seed: int = 0, progress: bool = False) -> Discovery:
+                   n_examples: int | None = None, seed: int = 0, progress: bool = False,
+                   memory_budget: float | None = None) -> Discovery:
     """Run the discovery ``method`` on a real ``model`` (a ``HookedTransformer``, a Hugging Face
     checkpoint directory or a hub name; offline as ``HF_HUB_OFFLINE`` says) with pairs ``data``
     (one of MIB's tasks ``ioi``, ``mcqa``, ``arithmetic``, ``arc``; a file of pairs, CSV, JSONL,
     Parquet or a saved dataset; or :class:`~cbench.tasks.data.TaskData`: :func:`read_task`). Returns the run: its
     ``result`` (edge scores, circuit), ``data``, ``n_edges``, ``document`` and ``seconds``.
+    ``memory_budget`` (GB; EAP and EAP-IG-inputs): run in parts of the pairs so the planned peak
+    stays within it (the same scores; :mod:`cbench.runtime.memory_plan`).
 
     >>> from cbench.api.real_models import discover_model                          # doctest: +SKIP
     >>> run = discover_model("path/to/checkpoint", "eap-ig-inputs", "ioi.csv")     # doctest: +SKIP
@@ -160,4 +196,4 @@ def discover_model(model, method: str, data, *, params: Mapping[str, Any] | None
     """
     hp = discovery_hyperparameters(method, params, ablation=ablation, seed=seed)
     return run_model_discovery(model, data, method, hp, metric, dtype=dtype, device=device,
-                               n_examples=n_examples, progress=progress)
+                               n_examples=n_examples, progress=progress, memory_budget=memory_budget)

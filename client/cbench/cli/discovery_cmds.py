@@ -16,7 +16,7 @@ import click
 from cbench.cli.choices import METHOD_CHOICE, METRIC_CHOICE
 
 from cbench.runtime.threads import use_cpu_threads
-from cbench.cli.options import SEED_TYPE, n_examples_option, split_option
+from cbench.cli.options import SEED_TYPE, floats, n_examples_option, split_option
 from cbench.cli.model_opts import TASK_HELP, check_model_args, model_options, resolve_cli_model
 from cbench.cli.output import STDOUT, Output, json_option, out_option
 from cbench.errors import CacheDamagedError, CbenchError, UsageError
@@ -83,6 +83,9 @@ def _data_for(art, split, n_examples, seed, use_dataset):
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16"]), default="float32", show_default=True,
               help="with --model: the weights' dtype")
 @click.option("--device", default=None, metavar="DEVICE", help="with --model: cpu, cuda, cuda:N or auto")
+@click.option("--memory-budget", "memory_budget", type=floats(1e-6, 1e6, low_open=True), default=None, metavar="GB",
+              help="with --model, eap and eap-ig-inputs: keep the planned peak memory within GB by running "
+                   "parts of the pairs (same scores; docs/real-models.md)")
 @split_option()
 @n_examples_option(help="number of input pairs [default: the smallest that keeps the method's scores stable "
                         "(docs/performance.md): activation-patching 500, acdc 1000; other methods: the whole split]")
@@ -101,7 +104,7 @@ def _data_for(art, split, n_examples, seed, use_dataset):
               help="cbench: the method as its paper defines it; mib: as MIB's reference code runs it (nap, nap-ig, "
                    "ifr, ugs; docs/mib-parity.md)")
 def discover(case, method, params, split, n_examples, metric, seed, ablation, sampled, out, as_json, quiet,
-             protocol="cbench", model=None, data_csv=None, dtype="float32", device=None):
+             protocol="cbench", model=None, data_csv=None, dtype="float32", device=None, memory_budget=None):
     """Run a circuit-discovery METHOD on CASE (or a real --model) and write its edge scores
     (cbench/edge-scores/v1)."""
     from cbench.api.discovering import discovery_hyperparameters, run_discovery
@@ -109,8 +112,8 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
 
     if (case is None) == (model is None):
         raise UsageError("give a CASE or --model NAME_OR_DIR (one of them)")
-    if model is None and (data_csv or device or dtype != "float32"):
-        raise UsageError("--task/--data, --dtype and --device go with --model")
+    if model is None and (data_csv or device or dtype != "float32" or memory_budget is not None):
+        raise UsageError("--task/--data, --dtype, --device and --memory-budget go with --model")
     hp = discovery_hyperparameters(method, _parse_params(params), ablation=ablation, seed=seed, protocol=protocol,
                                    spelling=COMMAND_SPELLING)
     use_cpu_threads()
@@ -118,7 +121,7 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
         from cbench.api.real_models import model_label, run_model_discovery
 
         run = run_model_discovery(model, data_csv, method, hp, metric, dtype=dtype, device=device,
-                                  n_examples=n_examples, progress=not (quiet or as_json))
+                                  n_examples=n_examples, progress=not (quiet or as_json), memory_budget=memory_budget)
         label = model_label(model)
     else:
         art, model_ref = resolve_case(case)
@@ -142,6 +145,9 @@ def discover(case, method, params, split, n_examples, metric, seed, ablation, sa
     note = (result.extra or {}).get("protocol")
     if note:  # MIB's code departs from its paper here: say which one this run follows
         say(f"protocol {note}")
+    if (result.extra or {}).get("parts"):  # --memory-budget: the plan split the pairs
+        say(f"ran in {result.extra['parts']} parts of at most {result.extra['pairs_per_part']} pairs "
+            f"(--memory-budget; scores weighted by part size)")
     if (result.extra or {}).get("optimal_ablation"):  # --ablation optimal --protocol mib: how, and what could not apply
         say((result.extra or {})["optimal_ablation"])
 

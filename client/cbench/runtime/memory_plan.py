@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cbench.errors import UsageError
-from cbench.runtime.memory import _dims, available_bytes, budget_bytes, row_bytes
+from cbench.runtime import memory
+from cbench.runtime.memory import _dims, budget_bytes, row_bytes
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
@@ -141,25 +142,49 @@ def plan_for(rt: ModelState, method: str, n_examples: int, positions: int, *, st
                 return p
         if n == 1:
             raise UsageError(f"{method} on one pair of {positions} tokens needs {p.peak / GB:.2f} GB, over the "
-                             f"budget of {budget / GB:.2f} GB: use shorter inputs or --dtype bfloat16")
+                             f"memory budget of {budget / GB:.2f} GB: use shorter inputs or --dtype bfloat16")
         n = max(1, n // 2)
 
 
 def check_plan(rt: ModelState, method: str, n_examples: int, positions: int, *, steps: int = 5,
-               available: float | None = None) -> MemoryPlan | None:
+               available: float | None = None, batch: int = 4096) -> MemoryPlan | None:
     """The plan, or one UsageError when it cannot fit the memory free on the runtime's device
     (how much it needs, what is free, and what to change). None for methods without a plan."""
     if method not in PLANNED:
         return None
-    p = plan_for(rt, method, n_examples, positions, steps=steps)
-    free = available_bytes(rt.device) if available is None else available
+    p = plan_for(rt, method, n_examples, positions, steps=steps, batch=batch)
+    free = memory.available_bytes(rt.device) if available is None else available
     if free is None or p.peak <= free:
         return p
     try:
-        fit = plan_for(rt, method, n_examples, positions, steps=steps, budget=free)
-        hint = f"at most {fit.chunk} pairs (--n-examples)"
+        fit = plan_for(rt, method, n_examples, positions, steps=steps, budget=free, batch=batch)
+        hint = (f"--memory-budget {_floor_gb(free)} (runs in parts of {fit.chunk} pairs, same scores), at most "
+                f"{fit.chunk} pairs (--n-examples)")
     except UsageError:
         hint = "shorter inputs"
     raise UsageError(f"{method} needs {p.peak / GB:.1f} GB on {rt.device} ({n_examples} pairs of {positions} tokens: "
                      f"node outputs {p.held / GB:.1f} GB, one pass {max(p.clean_pass, p.gradient_pass) / GB:.1f} GB) "
                      f"but {free / GB:.1f} GB are free: use {hint}, --dtype bfloat16, or a node-level method (nap)")
+
+
+def _floor_gb(nbytes: float) -> str:
+    """``nbytes`` in GB rounded down to two significant digits (a budget that still fits)."""
+    import math
+
+    gb = nbytes / GB
+    if gb <= 0:
+        return "0"
+    step = 10.0 ** (math.floor(math.log10(gb)) - 1)
+    return f"{math.floor(gb / step) * step:.6g}"
+
+
+def check_budget(rt: ModelState, method: str, n_examples: int, positions: int, budget_gb: float, *,
+                 steps: int = 5, batch: int = 4096, available: float | None = None) -> MemoryPlan:
+    """The plan within ``budget_gb`` (parts of ``plan.chunk`` pairs, ``plan.rows_per_pass`` rows per
+    pass); one UsageError when not even one pair fits the budget or the budget is over what is free."""
+    plan = plan_for(rt, method, n_examples, positions, steps=steps, budget=budget_gb * GB, batch=batch)
+    free = memory.available_bytes(rt.device) if available is None else available
+    if free is not None and plan.peak > free:
+        raise UsageError(f"--memory-budget {budget_gb:g}: {method} would use up to {plan.peak / GB:.2f} GB but "
+                         f"{free / GB:.1f} GB are free on {rt.device}: give at most --memory-budget {_floor_gb(free)}")
+    return plan
