@@ -14,28 +14,37 @@ from cbench.scoring.resolution import resolution_of
 from cbench.verify.edge_patching import single_edge_outputs
 from cbench.verify.floor_share import LOGIT_RESOLUTION_FACTOR, floor_share, logit_resolution
 
-V = 5  # tokens; residual dims 0..4 the token, 5 the floor channel (read weakly), 6 a dim nothing reads
+V = 5  # tokens; residual dims 0..4 the token, 5 the floor channel (read weakly), 6 and 7 nothing reads
 FLOOR_GAIN = 1e-4
 
 
 def _planted_model():
-    """One layer, two heads with fixed (uniform) attention: h0 writes the mean token id into the
-    floor channel, which the logits read with gain 1e-4; h1 writes it into a dimension nothing
-    reads. The input's direct edge gives the answer with logit gain 4."""
+    """Two layers. Layer 0: two heads with fixed (uniform) attention: h0 writes the mean token id
+    into the floor channel, which the logits read with gain 1e-4; h1 writes it into a dimension
+    nothing reads. Layer 1: h0's query reads the token and its key reads the floor channel, which
+    is the same at every position (h0 of layer 0 attends uniformly), so its scores move by one
+    number per query row and its attention cannot move; it writes where nothing reads. The input's
+    direct edge gives the answer with logit gain 4."""
     from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-    cfg = HookedTransformerConfig(n_layers=1, d_model=V + 2, n_ctx=4, d_head=1, n_heads=2, d_vocab=V,
+    cfg = HookedTransformerConfig(n_layers=2, d_model=V + 3, n_ctx=4, d_head=1, n_heads=2, d_vocab=V,
                                   act_fn="relu", attn_only=True, normalization_type=None,
                                   attention_dir="bidirectional", seed=0)
     model = HookedTransformer(cfg)
+    token_id = torch.arange(V, dtype=torch.float32) / (V - 1)  # in [0, 1]
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
         model.embed.W_E[:, :V] = torch.eye(V)
         attn = model.blocks[0].attn
         for h, dim in ((0, V), (1, V + 1)):
-            attn.W_V[h, :V, 0] = torch.arange(V, dtype=torch.float32) / (V - 1)  # the token's id in [0, 1]
+            attn.W_V[h, :V, 0] = token_id
             attn.W_O[h, 0, dim] = 1.0
+        late = model.blocks[1].attn
+        late.W_Q[0, :V, 0] = 4.0 * token_id
+        late.W_K[0, V, 0] = 4.0
+        late.W_V[0, :V, 0] = token_id
+        late.W_O[0, 0, V + 2] = 1.0
         model.unembed.W_U[:V, :V] = 4.0 * torch.eye(V)
         model.unembed.W_U[V, 0] = FLOOR_GAIN
     return model.eval()
@@ -65,16 +74,20 @@ def test_an_edge_moving_a_logit_by_1e_4_counts_and_exact_zeros_do_not():
         assert e not in fs.reasons
     assert change["input->logits"] > 1.0 and "input->logits" not in fs.reasons
     # exact zeros do not count, each with its reason
-    for e in ("input->a0.h0<q>", "input->a0.h0<k>", "input->a0.h1<q>", "input->a0.h1<k>",
-              "input->a0.h1<v>", "a0.h1->logits"):
-        assert change[e] == 0.0, (e, change[e])
-    assert fs.reasons == {"input->a0.h0<q>": "attention_fixed", "input->a0.h0<k>": "attention_fixed",
-                          "input->a0.h1<q>": "attention_fixed", "input->a0.h1<k>": "attention_fixed",
-                          "input->a0.h1<v>": "downstream_below_resolution", "a0.h1->logits": "destination_ignores"}
-    assert fs.share == pytest.approx(3 / 9)
-    assert fs.by_kind() == {"q": (0, 2), "k": (0, 2), "v": (1, 2), "logits": (2, 3)}
-    assert fs.reason_counts() == {"attention_fixed": 4, "destination_ignores": 1, "downstream_below_resolution": 1}
-    assert "3 of 9 outside edges" in fs.detail() and "attention_fixed 4" in fs.detail()
+    want = {"input->a0.h0<q>": "attention_fixed", "input->a0.h0<k>": "attention_fixed",
+            "input->a0.h1<v>": "downstream_below_resolution", "a0.h1->logits": "destination_ignores",
+            "a0.h0->a1.h0<k>": "key_change_uniform", "input->a1.h0<q>": "attention_fixed",
+            "input->a1.h0<k>": "attention_fixed", "a0.h0->a1.h1<v>": "destination_ignores",
+            "a1.h0->logits": "destination_ignores"}
+    for e, why in want.items():
+        assert change[e] == 0.0 and fs.reasons[e] == why, (e, change[e], fs.reasons.get(e))
+    # every edge is either counted or given a reason, never both
+    assert set(fs.reasons) == {e for e, c in change.items() if c < res}
+    assert all(c == 0.0 for e, c in change.items() if e in fs.reasons)
+    assert fs.share == pytest.approx(3 / len(edges))
+    assert fs.by_kind()["v"][0] == 1 and fs.by_kind()["logits"][0] == 2 and fs.by_kind()["k"][0] == 0
+    assert sum(fs.reason_counts().values()) == len(edges) - 3
+    assert f"3 of {len(edges)} outside edges" in fs.detail() and "key_change_uniform" in fs.detail()
 
 
 def test_the_legacy_kl_cutoff_misses_the_1e_4_edge():

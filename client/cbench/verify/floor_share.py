@@ -24,8 +24,11 @@ An edge below the resolution gets the first reason that holds (the ``reasons`` o
 
 * ``source_unchanged``: the edge's source writes the same in base and source (its resample
   ablation changes nothing it sends);
-* ``attention_fixed``: a q or k edge into a head whose result does not move (its attention is
-  fixed: a saturated or position-only pattern);
+* ``key_change_uniform``: a k edge whose source's change is the same at every position (a head
+  that reads one fixed position writes the same at every query): it adds one number to every
+  score of a query's row, and softmax is invariant to that;
+* ``attention_fixed``: any other q or k edge into a head whose result does not move (its attention
+  does not follow the change: a saturated pattern, or a query or key the change does not reach);
 * ``destination_ignores``: a v edge, or an edge into an MLP or the logits, whose destination's
   output does not move (it does not read what the source's change writes);
 * ``downstream_below_resolution``: the destination's output moves, but the logits by less than
@@ -43,7 +46,7 @@ import torch
 #: the logit resolution's factor, in units of eps(float32) x max |clean logit| (the scores' factor)
 LOGIT_RESOLUTION_FACTOR = 64
 _EPS32 = float(np.finfo(np.float32).eps)
-REASONS = ("source_unchanged", "attention_fixed", "destination_ignores", "downstream_below_resolution")
+REASONS = ("source_unchanged", "key_change_uniform", "attention_fixed", "destination_ignores", "downstream_below_resolution")
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,11 @@ def logit_resolution(clean: torch.Tensor, valid: torch.Tensor) -> float:
 
 @torch.no_grad()
 def measure(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tensor, valid: torch.Tensor,
-            edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per edge (ablated alone, by :func:`cbench.verify.edge_patching.single_edge_effects`): the
     largest logit change over valid positions, the largest change of the destination's own output,
-    and the largest change of what the source sends (ablated minus clean source output)."""
+    the largest change of what the source sends (ablated minus clean source output), and how much
+    that change differs between positions of one example."""
     from cbench.verify.edge_patching import single_edge_effects
 
     g = rt.graph
@@ -114,12 +118,14 @@ def measure(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tensor, 
     dest = np.zeros(len(edges))
     abl = ablated.expand_as(acts)
     src_rows = g.edge_forward[np.asarray(idx, dtype=np.int64)]
-    sent = (abl - acts).abs().flatten(1).amax(1).double().numpy()[src_rows] if idx else np.zeros(0)
+    change = abl - acts
+    sent = change.abs().flatten(1).amax(1).double().numpy()[src_rows] if idx else np.zeros(0)
+    spread = (change - change[:, :, :1]).abs().flatten(1).amax(1).double().numpy()[src_rows] if idx else np.zeros(0)
     for rows, out, moved in single_edge_effects(rt, acts, ablated, idx):
         d = (out - clean.unsqueeze(0)).abs().amax(-1)  # [e, B, P]
         logit[rows] = torch.where(valid.unsqueeze(0), d, torch.zeros_like(d)).flatten(1).amax(1).double().numpy()
         dest[rows] = moved.double().numpy()
-    return logit, dest, sent
+    return logit, dest, sent, spread
 
 
 def floor_share(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tensor, valid: torch.Tensor,
@@ -129,7 +135,7 @@ def floor_share(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tens
     eps(float32) times its largest clean output (the logits' rule, applied to that node)."""
     g = rt.graph
     edges = list(edges)
-    logit, dest, sent = measure(rt, acts, ablated, clean, valid, edges)
+    logit, dest, sent, spread = measure(rt, acts, ablated, clean, valid, edges)
     res = logit_resolution(clean, valid)
     kinds = [edge_kind(g, e) for e in edges]
     scale = acts.abs().flatten(1).amax(1).double().numpy()  # each node's largest clean output
@@ -142,7 +148,10 @@ def floor_share(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tens
             continue
         dst = g.edge(e).dst
         dest_res = res if kinds[i] == "logits" else LOGIT_RESOLUTION_FACTOR * _EPS32 * scale[g.forward_index(dst)]
-        if dest[i] < dest_res:
+        src_res = LOGIT_RESOLUTION_FACTOR * _EPS32 * scale[g.forward_index(g.edge(e).src)]
+        if dest[i] <= dest_res and kinds[i] == "k" and spread[i] <= src_res:
+            reasons[e] = "key_change_uniform"
+        elif dest[i] <= dest_res:
             reasons[e] = "attention_fixed" if kinds[i] in ("q", "k") else "destination_ignores"
         else:
             reasons[e] = "downstream_below_resolution"
