@@ -103,39 +103,53 @@ def logit_resolution(clean: torch.Tensor, valid: torch.Tensor) -> float:
     return LOGIT_RESOLUTION_FACTOR * _EPS32 * top
 
 
+def logit_change(out: torch.Tensor, clean: torch.Tensor, valid: torch.Tensor) -> np.ndarray:
+    """Per row of ``out [e, B, P, V]``: the largest ``|out - clean|`` over the valid positions."""
+    d = (out - clean.unsqueeze(0)).abs().amax(-1)  # [e, B, P]
+    return torch.where(valid.unsqueeze(0), d, torch.zeros_like(d)).flatten(1).amax(1).double().numpy()
+
+
+def source_changes(rt, acts: torch.Tensor, ablated: torch.Tensor, edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge: the largest change of what its source sends (ablated minus clean output), and how
+    much that change differs between the positions of one example."""
+    if not edges:
+        return np.zeros(0), np.zeros(0)
+    g = rt.graph
+    src_rows = g.edge_forward[np.asarray([g.edge_index(e) for e in edges], dtype=np.int64)]
+    change = ablated.expand_as(acts) - acts
+    sent = change.abs().flatten(1).amax(1).double().numpy()[src_rows]
+    spread = (change - change[:, :, :1]).abs().flatten(1).amax(1).double().numpy()[src_rows]
+    return sent, spread
+
+
 @torch.no_grad()
 def measure(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tensor, valid: torch.Tensor,
-            edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per edge (ablated alone, by :func:`cbench.verify.edge_patching.single_edge_effects`): the
-    largest logit change over valid positions, the largest change of the destination's own output,
-    the largest change of what the source sends (ablated minus clean source output), and how much
-    that change differs between positions of one example."""
+    largest logit change over valid positions and the largest change of the destination's own
+    output."""
     from cbench.verify.edge_patching import single_edge_effects
 
     g = rt.graph
-    idx = [g.edge_index(e) for e in edges]
     logit = np.zeros(len(edges))
     dest = np.zeros(len(edges))
-    abl = ablated.expand_as(acts)
-    src_rows = g.edge_forward[np.asarray(idx, dtype=np.int64)]
-    change = abl - acts
-    sent = change.abs().flatten(1).amax(1).double().numpy()[src_rows] if idx else np.zeros(0)
-    spread = (change - change[:, :, :1]).abs().flatten(1).amax(1).double().numpy()[src_rows] if idx else np.zeros(0)
-    for rows, out, moved in single_edge_effects(rt, acts, ablated, idx):
-        d = (out - clean.unsqueeze(0)).abs().amax(-1)  # [e, B, P]
-        logit[rows] = torch.where(valid.unsqueeze(0), d, torch.zeros_like(d)).flatten(1).amax(1).double().numpy()
+    for rows, out, moved in single_edge_effects(rt, acts, ablated, [g.edge_index(e) for e in edges]):
+        logit[rows] = logit_change(out, clean, valid)
         dest[rows] = moved.double().numpy()
-    return logit, dest, sent, spread
+    return logit, dest
 
 
 def floor_share(rt, acts: torch.Tensor, ablated: torch.Tensor, clean: torch.Tensor, valid: torch.Tensor,
-                edges: Sequence[str]) -> FloorShare:
+                edges: Sequence[str], measured: tuple[np.ndarray, np.ndarray] | None = None) -> FloorShare:
     """The outside edges' logit changes against the logit resolution, and the reason for each edge
     below it. A destination counts as moved when its output changes by at least the same factor of
-    eps(float32) times its largest clean output (the logits' rule, applied to that node)."""
+    eps(float32) times its largest clean output (the logits' rule, applied to that node).
+    ``measured``: :func:`measure`'s ``(logit change, destination change)`` of ``edges`` when the
+    caller's pass already has them."""
     g = rt.graph
     edges = list(edges)
-    logit, dest, sent, spread = measure(rt, acts, ablated, clean, valid, edges)
+    logit, dest = measured if measured is not None else measure(rt, acts, ablated, clean, valid, edges)
+    sent, spread = source_changes(rt, acts, ablated, edges)
     res = logit_resolution(clean, valid)
     kinds = [edge_kind(g, e) for e in edges]
     scale = acts.abs().flatten(1).amax(1).double().numpy()  # each node's largest clean output

@@ -133,18 +133,33 @@ class _Probe:
         """:meth:`kl` of each edge ablated alone (``[[e] for e in edges]``), by the pass of
         :mod:`cbench.verify.edge_patching` (a forward from each edge's destination on, many edges
         stacked in one batch): the same scores to float32 rounding, at a fraction of the cost."""
-        from cbench.verify.edge_patching import applies, single_edge_outputs
+        return self.single_effects(edges)[0]
+
+    def single_effects(self, edges: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per edge ablated alone, from one pass: :meth:`single_kl`'s score, the largest logit change
+        over valid positions and the largest change of the destination's own output
+        (:mod:`cbench.verify.floor_share`; a graph of another shape takes the masked pass, which
+        does not give the last: +inf)."""
+        from cbench.verify.edge_patching import applies, single_edge_effects
+        from cbench.verify.floor_share import logit_change
 
         g = self.rt.graph
         unknown = [e for e in edges if not g.has_edge(e)]
         if unknown:
             raise UsageError(f"mechanism gate names edges the model does not have: {', '.join(unknown)}")
-        if not edges or not applies(self.rt):  # a graph of another shape: the masked pass
-            return self.kl([[e] for e in edges]) if edges else np.zeros(0)
-        scores = np.zeros(len(edges))
-        for rows, out in single_edge_outputs(self.rt, self.node_outputs(), self.ablated, [g.edge_index(e) for e in edges]):
+        n = len(edges)
+        scores, logit, dest = np.zeros(n), np.zeros(n), np.zeros(n)
+        if not edges:
+            return scores, logit, dest
+        if not applies(self.rt):  # a graph of another shape: the masked pass
+            out = self.outputs([[e] for e in edges])
+            return self._kl_from_clean(out), logit_change(out, self.clean, self.valid), np.full(n, np.inf)
+        for rows, out, moved in single_edge_effects(self.rt, self.node_outputs(), self.ablated,
+                                                    [g.edge_index(e) for e in edges]):
             scores[rows] = self._kl_from_clean(out)
-        return scores
+            logit[rows] = logit_change(out, self.clean, self.valid)
+            dest[rows] = moved.double().numpy()
+        return scores, logit, dest
 
 
 # ---------------------------------------------------------------------------- the mechanism gates
@@ -367,7 +382,8 @@ def stress_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[l
     ctx = contexts(circuit)
     inside = sorted(truth - marked)
     # every edge alone (the empty context), outside and inside the circuit, in one fast pass
-    alone = dict(zip(outside + inside, p.single_kl(outside + inside).tolist()))
+    kl_alone, logit_alone, dest_alone = p.single_effects(outside + inside)
+    alone = dict(zip(outside + inside, kl_alone.tolist()))
     floor_scores = np.array([alone[e] for e in outside])
     floor = float(floor_scores.max()) if len(outside) else 0.0
     gates.append(gate("floor", floor, f"largest: {outside[int(floor_scores.argmax())]}" if len(outside) else ""))
@@ -383,7 +399,9 @@ def stress_gates(model, circuit: Mapping, data: TaskData, pairs: str) -> tuple[l
                           + (f"; smallest: {outside[int(floor_scores.argmin())]} ({floor_scores.min():.3g})"
                              if below else "")))
     if outside:  # every model: how many outside edges move the logits, and why the others do not
-        fs = floor_share(p.rt, p.node_outputs(), p.ablated, p.clean, p.valid, outside)
+        n = len(outside)
+        fs = floor_share(p.rt, p.node_outputs(), p.ablated, p.clean, p.valid, outside,
+                         measured=(logit_alone[:n], dest_alone[:n]))
         gates.append(gate("floor_share_moving_logits", fs.share, fs.detail()))
     effect: dict[str, float] = {}
     for e in inside:
