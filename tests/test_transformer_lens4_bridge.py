@@ -11,8 +11,10 @@ measures cbench's all-ones masked forward against ``bridge(tokens)`` and cbench'
 Tolerances (float32): logits within 1e-5 x max(1, |logits|) (measured: at most 2.4e-7); scores
 within 1e-4 x the largest reference score (measured: at most 1.6e-5 of it, on GPT-2, whose scores
 are about 5e-5). The default suite runs Gemma-2 (rotary, grouped-query attention, post-norms,
-soft-caps, local attention; about 10 s, most of it the subprocess's imports); ``-m slow`` GPT-2,
-Pythia/NeoX, Qwen-2.5 and Llama-3.1.
+soft-caps, local attention; about 10 s, most of it the subprocess's imports); ``-m slow`` all five
+families (GPT-2, Pythia/NeoX, Qwen-2.5, Llama-3.1, Gemma-2), and every discovery method's scores on
+the bridge against the same checkpoint loaded from its directory by TransformerLens 3.9 here
+(within 1e-4 x the largest score; measured at most 1e-6 of it).
 """
 
 from __future__ import annotations
@@ -67,6 +69,27 @@ def test_a_gemma2_bridge_runs_in_the_runtime_and_equals_the_bridge(tmp_path):
 
 
 @pytest.mark.slow
-def test_gpt2_pythia_qwen_and_llama_bridges_equal_the_bridge(tmp_path):
-    families = ["gpt2", "pythia", "qwen2.5", "llama3.1"]
-    check(run_bridge_families(families, tmp_path), families)
+def test_every_method_on_a_bridge_equals_the_same_checkpoint_from_its_directory(tmp_path, monkeypatch):
+    """All five families through the bridge (the checks above), and every discovery method's scores
+    on the bridge against the same checkpoint loaded from its directory here (TransformerLens 3.9)."""
+    from cbench.api.real_models import discover_model
+    from cbench.discovery import METHODS
+    from tl4_bridge_equality import METHOD_PARAMS
+
+    families = ["gpt2", "pythia", "qwen2.5", "llama3.1", "gemma2"]
+    results = run_bridge_families(["--all-methods", *families], tmp_path)
+    check(results, families)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    failures = []
+    for family in families:
+        assert sorted(results[family]["methods"]) == sorted(METHODS)
+        for method in sorted(METHODS):
+            want = discover_model(tmp_path / family, method, tmp_path / "pairs.csv",
+                                  params=METHOD_PARAMS.get(method, {})).result.edge_scores()
+            got = results[family]["methods"][method]
+            assert got.keys() == want.keys()
+            err = max(abs(got[k] - want[k]) for k in want)
+            scale = max(abs(v) for v in want.values())
+            if not (scale > 0 and err <= 1e-4 * scale):
+                failures.append(f"{family} {method}: {err} (largest score {scale})")
+    assert not failures, "\n".join(failures)

@@ -1,10 +1,10 @@
 """Run under TransformerLens 4.x (the ``.venv-tl4`` interpreter, ``/work/main/client`` on
 ``PYTHONPATH``): cbench's runtime on a ``TransformerBridge`` against the bridge itself.
 
-Usage: ``python tests/tl4_bridge_equality.py DIR FAMILY [FAMILY ...]``. For each family it writes a
-random-weight Hugging Face checkpoint (the configs of tests/test_real_models_loading.py, with
-random biases and norm weights so every parameter matters) and a BPE tokenizer trained here into
-``DIR``, boots it with ``TransformerBridge.boot_transformers`` (offline), and measures
+Usage: ``python tests/tl4_bridge_equality.py [--all-methods] DIR FAMILY [FAMILY ...]``. For each
+family it writes a random-weight Hugging Face checkpoint (the configs of
+tests/test_real_models_loading.py, with random biases and norm weights so every parameter
+matters) and a BPE tokenizer trained here into ``DIR``, boots it with ``TransformerBridge.boot_transformers`` (offline), and measures
 
 * ``logits``: cbench's all-ones masked forward (``CircuitRuntime.run``) against ``bridge(tokens)``;
 * ``eap`` and ``eap_ig``: cbench's EAP and EAP-IG (inputs, 2 steps) scores through the Python API
@@ -16,8 +16,9 @@ With grouped-query attention the bridge's ``hook_k_input``/``hook_v_input`` hold
 key/value head, cbench's graph one per query head (docs/real-models.md): the gradient at a shared
 input is the sum of its copies', so cbench's k and v edge scores summed over the query heads of a
 key/value head are compared with the reference's score at that head; q, MLP and logits edges
-edge by edge. Writes ``DIR/out.json``: ``{"transformer_lens": version, "tl3_imported": bool,
-"results": {family: {...}}}``.
+edge by edge. ``--all-methods``: also every discovery method's edge scores on the bridge
+(``methods``), which the test compares with the same checkpoint loaded from its directory. Writes
+``DIR/out.json``: ``{"transformer_lens": version, "tl3_imported": bool, "results": {family: {...}}}``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pathlib import Path
 import torch
 
 V = 320
+ALL_METHODS = False  # --all-methods: also every method's scores (the slow test)
+METHOD_PARAMS = {m: {"steps": 2} for m in ("eap-ig-inputs", "eap-ig-activations", "nap-ig", "sp", "edge-sp", "ugs")}
 WORDS = "the a cat dog sat on mat and ran to house when Mary John gave book".split()
 
 
@@ -229,6 +232,13 @@ def run_family(family: str, d: Path, pairs: Path) -> dict:
         ref = reference_scores(g, clean, ablated, grads, group)
         out[method] = list(compare(grouped(g, run.result.edge_scores(), group), ref))
     out["metric"] = rm.answer_metric
+    if ALL_METHODS:  # every method's scores, for the main process to compare with its directory load
+        from cbench.discovery import METHODS
+
+        out["methods"] = {}
+        for method in sorted(METHODS):
+            hp = discovery_hyperparameters(method, METHOD_PARAMS.get(method, {}))
+            out["methods"][method] = run_model_discovery(rm, None, method, hp).result.edge_scores()
     # a bridge with processed weights is refused in one line
     bridge.enable_compatibility_mode()
     try:
@@ -267,4 +277,8 @@ def main(root: str, *families: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    args = sys.argv[1:]
+    if "--all-methods" in args:
+        args.remove("--all-methods")
+        ALL_METHODS = True
+    sys.exit(main(*args))

@@ -87,7 +87,8 @@ class RealModel:
 
 def resolve_model(model, data, *, dtype: str = "float32", device: str | None = None,
                   n_examples: int | None = None, check_memory: bool = True) -> RealModel:
-    """Load ``model`` (a ``HookedTransformer``, a checkpoint directory or a hub name), build its
+    """Load ``model`` (a ``HookedTransformer``, a TransformerLens 4.x ``TransformerBridge``, a
+    checkpoint directory or a hub name), build its
     runtime (refusing in one line what it cannot run) and read the pairs ``data`` (a task name or a
     file, see :func:`read_task`, or TaskData); ``check_memory``: refuse in
     one line a run that cannot fit the device."""
@@ -182,8 +183,9 @@ def discover_model(model, method: str, data, *, params: Mapping[str, Any] | None
                    ablation: str | None = None, dtype: str = "float32", device: str | None = None,
                    n_examples: int | None = None, seed: int = 0, progress: bool = False,
                    memory_budget: float | None = None) -> Discovery:
-    """Run the discovery ``method`` on a real ``model`` (a ``HookedTransformer``, a Hugging Face
-    checkpoint directory or a hub name; offline as ``HF_HUB_OFFLINE`` says) with pairs ``data``
+    """Run the discovery ``method`` on a real ``model`` (a ``HookedTransformer``, a TransformerLens 4.x
+    ``TransformerBridge``, a Hugging Face checkpoint directory or a hub name; offline as
+    ``HF_HUB_OFFLINE`` says) with pairs ``data``
     (one of MIB's tasks ``ioi``, ``mcqa``, ``arithmetic``, ``arc``; a file of pairs, CSV, JSONL,
     Parquet or a saved dataset; or :class:`~cbench.tasks.data.TaskData`: :func:`read_task`). Returns the run: its
     ``result`` (edge scores, circuit), ``data``, ``n_edges``, ``document`` and ``seconds``.

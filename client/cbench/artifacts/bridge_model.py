@@ -19,8 +19,10 @@ exactly those from the bridge's Hugging Face model (``bridge.original_model``), 
 
 So cbench scores the checkpoint's computation, the one ``bridge(tokens)`` runs when the bridge's
 weights are not processed. A bridge whose weights were processed (``enable_compatibility_mode()``
-without ``no_processing=True``, or ``process_weights()``) is refused in one line: its folded
-weights live in the Hugging Face modules, which then no longer compute the model alone.
+without ``no_processing=True``, or ``process_weights()``) is refused in one line: processing
+writes folded weights into the Hugging Face modules, and what those then compute is not always
+the processed bridge's function (measured: equal on Qwen-2.5, Llama-3.1 and Gemma-2, 0.014 and
+0.058 off on GPT-2 and Pythia; docs/real-models.md).
 
 Architectures: GPT-2, GPT-NeoX (Pythia), Llama, Qwen-2 and Gemma-2 (``transformers`` class names in
 :data:`ARCHITECTURES`); any other is one line naming it.
