@@ -12,7 +12,7 @@ dense floor; pairs: ``cbench.tasks.stress.stress_pairs(meta, "validation")`` (th
 dataset's validation split) and the fresh pairs ``cbench verify`` draws.
 
 Usage: ``python benchmarks/bench_stress_floor_share.py [--models stress-or-3,...] [--pairs 1000]
-[--json out.json]``. Prints one markdown row per model.
+[--json out.json] [--validation-only]``. Prints one markdown row per model.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def dense_floor_models() -> list[str]:
     return out
 
 
-def measure_model(name: str, n_pairs: int) -> dict:
+def measure_model(name: str, n_pairs: int, sets: tuple[str, ...] = ("validation", "fresh")) -> dict:
     import torch
 
     from cbench.artifacts.model import read_model_artifact
@@ -56,8 +56,9 @@ def measure_model(name: str, n_pairs: int) -> dict:
     art = read_model_artifact(version)
     model, meta, circuit = art.load_model(), art.meta, art.circuit
     row: dict = {"model": name, "recorded_legacy": (meta.get("gates") or {}).get("floor_share_above_resolution")}
-    for pairs, data in (("validation", stress_pairs(meta, "validation", n_pairs)),
-                        ("fresh", sample_pairs(meta, n_pairs, seed=VERIFY_SEED))):
+    for pairs in sets:
+        data = (stress_pairs(meta, "validation", n_pairs) if pairs == "validation"
+                else sample_pairs(meta, n_pairs, seed=VERIFY_SEED))
         t0 = time.perf_counter()
         p = _Probe(model, data)
         g = p.rt.graph
@@ -99,7 +100,8 @@ def markdown(rows: list[dict]) -> str:
             + " | ".join(kinds) + " | not moving: reasons (validation) |")
     lines = [head, "| --- | ---: | --- | --- | " + " | ".join("---:" for _ in kinds) + " | --- |"]
     for r in rows:
-        v, f = r["validation"], r["fresh"]
+        v = r["validation"]
+        f = r.get("fresh", v)
         cells = [f"{v['by_kind'].get(k, (0, 0))[0]}/{v['by_kind'].get(k, (0, 0))[1]}" if k in v["by_kind"] else "-"
                  for k in kinds]
         reasons = ", ".join(f"{k.replace('_', ' ')} {n}" for k, n in v["reasons"].items()) or "none"
@@ -113,13 +115,14 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="", help="comma-separated names (default: every dense-floor stress model)")
     ap.add_argument("--pairs", type=int, default=1000)
     ap.add_argument("--json", default="", help="also write the rows here")
+    ap.add_argument("--validation-only", action="store_true", help="skip the fresh pairs")
     args = ap.parse_args(argv)
     from cbench.runtime.threads import use_cpu_threads
 
     use_cpu_threads()
     rows = []
     for name in [m for m in args.models.split(",") if m] or dense_floor_models():
-        row = measure_model(name, args.pairs)
+        row = measure_model(name, args.pairs, ("validation",) if args.validation_only else ("validation", "fresh"))
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(markdown(rows))
