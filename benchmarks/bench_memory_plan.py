@@ -1,10 +1,11 @@
 """The memory plan (``cbench.runtime.memory_plan``) against the measured peak: for each shape and
 method, a fresh subprocess builds a random-weight model of that shape (tests/real_model_families.py),
-runs the method once on a tiny input (libraries and kernels loaded), then resets the process's
-resident high-water mark (Linux ``/proc/self/clear_refs``), runs the method on ``N`` pairs of ``P``
-tokens and reads the high-water mark (``VmHWM``) less the resident memory before the run: the
-memory the run added. With ``--budget-mb`` the run is the plan's chunked one (pairs in calls of
-``plan.chunk``, scores combined by weight) and the peak is checked against the budget.
+loads it as ``cbench discover --model`` does (``resolve_model``), runs the method once on a tiny
+input (libraries and kernels loaded), then resets the process's resident high-water mark (Linux
+``/proc/self/clear_refs``), runs the method on ``N`` pairs of ``P`` tokens through
+``run_model_discovery`` (the plan checked first) and reads the high-water mark (``VmHWM``) less
+the resident memory before the run: the memory the run added. With ``--budget-mb`` the run is the
+plan's one in parts of the pairs (``memory_budget``), and the peak is compared with the budget.
 
     .venv/bin/python benchmarks/bench_memory_plan.py --shapes gpt2-small,pythia-160m,llama-8b-slice
 
@@ -34,10 +35,10 @@ SHAPES = {
     "gemma2-2b-2l": ("gemma2", dict(n_layers=2, d_model=2304, d_head=256, n_heads=8, n_key_value_heads=4,
                                     d_mlp=9216, rotary_dim=256, attn_scores_soft_cap=50.0,
                                     output_logits_soft_cap=30.0, window_size=4, d_vocab=8192, n_ctx=64)),
-    # two layers at Llama-3.1-8B's width; vocabulary 8192 instead of 128256 (its embedding and
-    # unembedding alone would be 4.2 GB in float32 on this 23 GB machine shared by four sessions)
+    # two layers at Llama-3.1-8B's width, its vocabulary of 128,256 (embedding and unembedding 4.2 GB
+    # in float32; the whole slice 1.5 B parameters, 6 GB)
     "llama-8b-slice": ("llama3.1", dict(n_layers=2, d_model=4096, d_head=128, n_heads=32, n_key_value_heads=8,
-                                        d_mlp=14336, rotary_dim=128, d_vocab=8192, n_ctx=64)),
+                                        d_mlp=14336, rotary_dim=128, d_vocab=128256, n_ctx=64)),
 }
 
 
@@ -55,15 +56,16 @@ def child(args) -> None:
 
     from real_model_families import family_model, tokens
 
+    from cbench.api.real_models import resolve_model, run_model_discovery
+    from cbench.api.discovering import discovery_hyperparameters
     from cbench.discovery import discover
-    from cbench.runtime import CircuitRuntime
     from cbench.runtime.memory_plan import plan_for
     from cbench.tasks.data import TaskData
 
     torch.set_num_threads(1)
     family, over = SHAPES[args.shape]
-    model = family_model(family, seed=0, **over)
-    rt = CircuitRuntime(model)
+    t_build = time.perf_counter()
+    model = family_model(family, seed=0, dtype=args.dtype, **over)
     V = over["d_vocab"]
 
     def data(n, p, seed):
@@ -72,38 +74,33 @@ def child(args) -> None:
         valid[:, 0] = False
         return TaskData(b, s, None, valid, "categorical")
 
-    params = {"steps": args.steps} if args.method == "eap-ig-inputs" else {}
-    with torch.no_grad():
-        discover(rt, data(1, 4, 7), args.method, params, progress=False)  # warm-up
     d = data(args.n, args.p, 11)
-    budget = None if args.budget_mb is None else args.budget_mb * 2**20
-    plan = plan_for(rt, args.method, args.n, args.p, steps=args.steps, budget=budget)
+    rm = resolve_model(model, d)  # the real-model path: the runtime cbench discover --model builds
+    rt = rm.runtime
+    build_s = time.perf_counter() - t_build
+    hp = discovery_hyperparameters(args.method, {"steps": args.steps} if args.method == "eap-ig-inputs" else {})
+    with torch.no_grad():
+        discover(rt, data(1, 4, 7), args.method, hp, progress=False)  # warm-up
+    budget_gb = None if args.budget_mb is None else args.budget_mb / 1024
+    plan = plan_for(rt, args.method, args.n, args.p, steps=args.steps,
+                    budget=None if budget_gb is None else budget_gb * 2**30)
     before = _status("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     t0 = time.perf_counter()
-    total = None
-    for s in range(0, args.n, plan.chunk):  # the plan's calls (one when no budget)
-        part = d.subset(s + plan.chunk) if s == 0 else _slice(d, s, s + plan.chunk)
-        res = discover(rt, part, args.method, params, progress=False)
-        w = part.n_examples / args.n
-        total = res.scores * w if total is None else total + res.scores * w
+    run = run_model_discovery(rm, None, args.method, hp, memory_budget=budget_gb)  # the plan's parts, if any
     seconds = time.perf_counter() - t0
     peak = _status("VmHWM") - before
-    print(json.dumps({"shape": args.shape, "method": args.method, "n_examples": args.n, "positions": args.p,
-                      "steps": args.steps if args.method == "eap-ig-inputs" else None,
+    total = run.result.scores
+    print(json.dumps({"shape": args.shape, "method": args.method, "dtype": args.dtype, "n_examples": args.n,
+                      "positions": args.p, "steps": args.steps if args.method == "eap-ig-inputs" else None,
                       "n_edges": rt.n_edges, "budget_mb": args.budget_mb, "chunk": plan.chunk,
                       "rows_per_pass": plan.rows_per_pass, "plan_mb": round(plan.peak / 2**20, 1),
                       "held_mb": round(plan.held / 2**20, 1), "clean_pass_mb": round(plan.clean_pass / 2**20, 1),
                       "gradient_pass_mb": round(plan.gradient_pass / 2**20, 1),
                       "measured_mb": round(peak / 2**20, 1), "ratio": round(peak / plan.peak, 3),
+                      "model_rss_mb": round(before / 2**20, 1), "build_s": round(build_s, 1),
                       "seconds": round(seconds, 2), "score_abs_max": float(np.abs(total).max())}))
-
-
-def _slice(d, s, e):
-    from cbench.tasks.data import TaskData
-
-    return TaskData(d.base[s:e], d.source[s:e], None, d.valid[s:e], d.task_type)
 
 
 def main() -> int:
@@ -113,6 +110,7 @@ def main() -> int:
     ap.add_argument("--runs", default="8x16,32x16", help="N x P pairs of positions, comma-separated")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-mb", type=float, default=None)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "memory-plan.jsonl"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--shape", help=argparse.SUPPRESS)
@@ -123,14 +121,18 @@ def main() -> int:
     if args.child:
         child(args)
         return 0
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "client"), OMP_NUM_THREADS="1")
+    # glibc's dynamic mmap threshold serves a freed block's size from the heap afterwards, where the
+    # run may reuse memory the build and warm-up freed (the same run measured 253 or 447 MB on the
+    # Qwen-2.5 shape): a fixed threshold maps every block over 128 KB on its own, so the resident
+    # high-water mark follows the live tensors
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "client"), OMP_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="131072")
     rows = []
     for shape in args.shapes.split(","):
         for method in args.methods.split(","):
             for run in args.runs.split(","):
                 n, p = (int(x) for x in run.split("x"))
                 cmd = [sys.executable, __file__, "--child", "--shape", shape, "--method", method, "--n", str(n),
-                       "--p", str(p), "--steps", str(args.steps)]
+                       "--p", str(p), "--steps", str(args.steps), "--dtype", args.dtype]
                 if args.budget_mb is not None:
                     cmd += ["--budget-mb", str(args.budget_mb)]
                 r = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -43,6 +43,7 @@ def run(ctx: Context, batch_size: int, ablation: str = "resample", top_n=None, r
         # d loss / d input [K, n, P, D] and the clean node outputs, from one pass at the clean point
         grads, clean_acts = clean_point_gradients(ctx, s, e, abl, same_pass=ctx.reference_is_clean)
         total += rt.scores_from_input_gradients(clean_acts - abl, grads) * ((e - s) / N)
+        del grads, clean_acts  # freed before the next pass runs (not held through it)
         bar.update(1)
     bar.close()
     params = {"batch_size": batch_size, "ablation": ablation, "top_n": top_n, "rel_threshold": rel_threshold}

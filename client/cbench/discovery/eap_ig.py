@@ -153,6 +153,7 @@ def run(ctx: Context, steps: int, batch_rows: int, variant: str = "inputs", abla
                 members = slice(0, F)  # the input-interpolated gradients score every edge
             d = diff[members]
             mat[members] += (d.reshape(d.shape[0], -1) @ grads[:, gi].reshape(K, -1).T) * ((e - s) / N)
+        del grads, diff, d  # freed before the next pass runs (not held through it)
     scores = -g.from_matrix(mat)
     name = f"eap-ig-{variant}"
     params = {"steps": steps, "batch_rows": batch_rows, "ablation": ablation, "top_n": top_n,

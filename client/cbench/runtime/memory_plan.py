@@ -10,13 +10,17 @@ heads of ``dh``, MLP width ``d_mlp``, output width ``V``):
   pair, ``F x D`` per position each, and the outputs ``V`` per position each: EAP's paired pass
   over base and source rows keeps ``2 x (F D + V)``; EAP-IG-inputs keeps the clean outputs, the
   alpha = 0 rows' node outputs (the ablated ones) and the source embeddings, ``2 F D + V + D``;
-* **a pass** of ``r`` rows: what autograd keeps per layer for the backward pass
-  (:func:`saved_per_layer`), the outputs and their log-softmax (``3 V``), the gradients it returns
-  (q/k/v, MLP inputs, final residual), then the gradients at every destination ``K x D`` and the clean-minus-ablated differences ``F x D`` that the scores are
-  taken from (EAP-IG: per example, not per row, as its steps are summed first); and, before the
+* **a pass** of ``r`` rows, the larger of its two phases: the forward and backward, what autograd
+  keeps per layer (:func:`saved_per_layer`), the outputs and their log-softmax (``3 V``) and the
+  gradients it returns (q/k/v, MLP inputs, final residual); then, the saved tensors freed, those
+  gradients, the gradients at every destination ``K x D`` and the clean-minus-ablated differences
+  ``F x D`` that the scores are taken from (EAP-IG: per example, not per row, as its steps are
+  summed first, after each layer's q/k/v gradients are mapped back per row); and, before the
   passes, the clean pass's own temporaries over all its rows (one layer at a time,
   :func:`plain_pass_per_row`);
-* the **edge scores**: the ``F x K`` score matrix and its ``n_edges`` vector.
+* the **edge scores**: the ``F x K`` score matrix and its ``n_edges`` vector;
+* **weight copies**: TransformerLens's gated MLP copies its three weights on every forward
+  (:func:`weight_copies`), kept per layer by the gradient pass, one layer at a time by the clean pass.
 
 Peak = held + the larger of the clean pass's temporaries and one gradient pass + the scores.
 :func:`plan_for` chooses the rows per pass (and, with ``budget``, the number of pairs per call of
@@ -57,6 +61,19 @@ def saved_per_layer(rt: ModelState, positions: int) -> int:
         mlp += 3 * d_mlp  # written out in torch operations: 0.5 x, tanh(...) and 1 + tanh(...) kept too
     post = 2 * D if getattr(rt, "post_norm", False) else 0
     return 3 * D + 3 * H * dh + 2 * H * dh + 3 * H * positions + H * dh + D + (4 * D + mlp if d_mlp else 0) + D + post
+
+
+def weight_copies(rt: ModelState) -> int:
+    """Floats of weight copies one layer's forward makes: TransformerLens's ``GatedMLP`` passes
+    ``W_gate``, ``W_in`` and ``W_out`` to ``F.linear`` as contiguous transposed copies on every
+    forward (``3 x d_model x d_mlp``), which autograd keeps until the backward pass; measured at
+    Qwen-2.5-0.5B's width, 52 MB a layer in float32. Other MLPs (and a bridge's Hugging Face
+    modules) use their weights in place: 0."""
+    D, _H, _dh, d_mlp, _V, _ = _dims(rt)
+    if not (d_mlp and getattr(rt.cfg, "gated_mlp", False)):
+        return 0
+    mlp = getattr(rt.model.blocks[0], "mlp", None)
+    return 3 * D * d_mlp if type(mlp).__module__.startswith("transformer_lens") else 0
 
 
 def plain_pass_per_row(rt: ModelState, positions: int) -> int:
@@ -106,20 +123,23 @@ def _plan(rt: ModelState, method: str, n: int, N: int, P: int, steps: int, rows_
     rows = max(1, min(batch, int((budget_bytes() if rows_budget is None else rows_budget)
                                  // max(row_bytes(rt, P), 1))))
     scores = (F * K + rt.n_edges) * itemsize
+    copies = weight_copies(rt)  # per layer, kept for the backward pass (one layer at a time without one)
     if method == "eap":
         r = min(rows, n)
         held = 2 * n * P * (F * D + V)
-        clean_pass = 2 * n * P * plain_pass_per_row(rt, P)
-        grad = r * P * (per_row_fwd + grads_at + K * D + F * D)
+        clean_pass = 2 * n * P * plain_pass_per_row(rt, P) + copies
+        # autograd's saved tensors are freed by the backward pass before the gradients are mapped back
+        grad = max(r * P * (per_row_fwd + grads_at) + L * copies, r * P * (grads_at + K * D + F * D))
     elif method == "eap-ig-inputs":
         Z = steps
         per_ex = max(1, rows // Z) if Z * n > rows else n  # pairs per pass (each Z rows)
         per_ex = min(per_ex, n)
         r = per_ex * Z
         held = n * P * (2 * F * D + V + D)
-        clean_pass = n * P * plain_pass_per_row(rt, P)
+        clean_pass = n * P * plain_pass_per_row(rt, P) + copies
         # each layer's q/k/v gradients are mapped back for every row before the steps are summed
-        grad = r * P * (per_row_fwd + grads_at + 3 * H * D) + per_ex * P * (K * D + 2 * F * D)
+        grad = max(r * P * (per_row_fwd + grads_at) + L * copies,
+                   r * P * (grads_at + 3 * H * D) + per_ex * P * (K * D + 2 * F * D))
     else:
         raise UsageError(f"no memory plan for {method!r} (planned: {', '.join(PLANNED)})")
     b = itemsize
