@@ -100,3 +100,12 @@ def test_a_budget_with_an_ablation_over_all_pairs_is_refused(llama):
         run_model_discovery(llama, None, "nap", discovery_hyperparameters("nap"), memory_budget=1.0)
     with pytest.raises(UsageError, match="positive number of GB"):
         run_model_discovery(llama, None, "eap", discovery_hyperparameters("eap"), memory_budget=float("inf"))
+
+
+def test_a_llama_3_1_8b_sized_graph_is_within_the_cap():
+    from cbench.errors import GraphError
+    from cbench.graph import MAX_EDGES, Graph
+
+    assert Graph.edge_count(32, 32) == 1_592_881 <= MAX_EDGES  # Llama-3.1-8B: 32 layers x 32 query heads
+    with pytest.raises(GraphError, match="more than the 2000000 cbench builds a graph for"):
+        Graph(80, 64)  # Llama-3.1-70B's graph (about 40 M edges) is refused before it is built

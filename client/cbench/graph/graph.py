@@ -78,8 +78,12 @@ def promote_edge_name(name: str) -> str:
     return edge_name(src, dst)
 
 
-# the largest graph cbench builds (a 24-layer x 16-head model has about 230k edges)
-MAX_EDGES = 500_000
+# the largest graph cbench builds: Llama-3.1-8B (32 layers x 32 heads) has 1,592,881 edges. The
+# graph holds one Python object per edge (about 340 bytes: Graph(32, 32) takes 8 s and 0.54 GB of
+# host memory); the tensors a method needs on it are the memory plan's to refuse
+# (cbench.runtime.memory_plan). Above 2 M edges (a 70B-sized model has about 40 M) the per-edge
+# objects themselves would take several GB, so such a graph is refused here.
+MAX_EDGES = 2_000_000
 
 class Graph:
     """Nodes and edges of a transformer with ``n_layers`` layers of ``n_heads`` heads.
