@@ -19,8 +19,9 @@ heads of ``dh``, MLP width ``d_mlp``, output width ``V``):
   passes, the clean pass's own temporaries over all its rows (one layer at a time,
   :func:`plain_pass_per_row`);
 * the **edge scores**: the ``F x K`` score matrix and its ``n_edges`` vector;
-* **weight copies**: TransformerLens's gated MLP copies its three weights on every forward
-  (:func:`weight_copies`), kept per layer by the gradient pass, one layer at a time by the clean pass.
+* **weight copies**: TransformerLens's gated MLP copies its three weights and its unembedding
+  ``W_U`` on every forward (:func:`weight_copies`, :func:`unembed_copy`), all kept by the gradient
+  pass, the largest one at a time by the clean pass.
 
 Peak = held + the larger of the clean pass's temporaries and one gradient pass + the scores.
 :func:`plan_for` chooses the rows per pass (and, with ``budget``, the number of pairs per call of
@@ -63,6 +64,10 @@ def saved_per_layer(rt: ModelState, positions: int) -> int:
     return 3 * D + 3 * H * dh + 2 * H * dh + 3 * H * positions + H * dh + D + (4 * D + mlp if d_mlp else 0) + D + post
 
 
+def _from_transformer_lens(module) -> bool:
+    return type(module).__module__.startswith("transformer_lens")
+
+
 def weight_copies(rt: ModelState) -> int:
     """Floats of weight copies one layer's forward makes: TransformerLens's ``GatedMLP`` passes
     ``W_gate``, ``W_in`` and ``W_out`` to ``F.linear`` as contiguous transposed copies on every
@@ -72,8 +77,16 @@ def weight_copies(rt: ModelState) -> int:
     D, _H, _dh, d_mlp, _V, _ = _dims(rt)
     if not (d_mlp and getattr(rt.cfg, "gated_mlp", False)):
         return 0
-    mlp = getattr(rt.model.blocks[0], "mlp", None)
-    return 3 * D * d_mlp if type(mlp).__module__.startswith("transformer_lens") else 0
+    return 3 * D * d_mlp if _from_transformer_lens(getattr(rt.model.blocks[0], "mlp", None)) else 0
+
+
+def unembed_copy(rt: ModelState) -> int:
+    """Floats of the unembedding's copy: TransformerLens's ``Unembed`` passes ``W_U`` to
+    ``F.linear`` as a contiguous transposed copy on every forward (``d_model x vocab``; measured at
+    Llama-3.1-8B's width and vocabulary, 1.9 GB in float32), kept by autograd for the backward
+    pass; 0 for other unembeddings."""
+    D, _H, _dh, _d_mlp, V, _ = _dims(rt)
+    return D * V if _from_transformer_lens(getattr(rt.model, "unembed", None)) else 0
 
 
 def plain_pass_per_row(rt: ModelState, positions: int) -> int:
@@ -123,22 +136,24 @@ def _plan(rt: ModelState, method: str, n: int, N: int, P: int, steps: int, rows_
     rows = max(1, min(batch, int((budget_bytes() if rows_budget is None else rows_budget)
                                  // max(row_bytes(rt, P), 1))))
     scores = (F * K + rt.n_edges) * itemsize
-    copies = weight_copies(rt)  # per layer, kept for the backward pass (one layer at a time without one)
+    copies = L * weight_copies(rt) + unembed_copy(rt)  # kept for the backward pass
+    # without autograd the copies are freed as soon as they are used: the largest one at a time
+    one_copy = max(weight_copies(rt) // 3, unembed_copy(rt))
     if method == "eap":
         r = min(rows, n)
         held = 2 * n * P * (F * D + V)
-        clean_pass = 2 * n * P * plain_pass_per_row(rt, P) + copies
+        clean_pass = 2 * n * P * plain_pass_per_row(rt, P) + one_copy
         # autograd's saved tensors are freed by the backward pass before the gradients are mapped back
-        grad = max(r * P * (per_row_fwd + grads_at) + L * copies, r * P * (grads_at + K * D + F * D))
+        grad = max(r * P * (per_row_fwd + grads_at) + copies, r * P * (grads_at + K * D + F * D))
     elif method == "eap-ig-inputs":
         Z = steps
         per_ex = max(1, rows // Z) if Z * n > rows else n  # pairs per pass (each Z rows)
         per_ex = min(per_ex, n)
         r = per_ex * Z
         held = n * P * (2 * F * D + V + D)
-        clean_pass = n * P * plain_pass_per_row(rt, P) + copies
+        clean_pass = n * P * plain_pass_per_row(rt, P) + one_copy
         # each layer's q/k/v gradients are mapped back for every row before the steps are summed
-        grad = max(r * P * (per_row_fwd + grads_at) + L * copies,
+        grad = max(r * P * (per_row_fwd + grads_at) + copies,
                    r * P * (grads_at + 3 * H * D) + per_ex * P * (K * D + 2 * F * D))
     else:
         raise UsageError(f"no memory plan for {method!r} (planned: {', '.join(PLANNED)})")
