@@ -85,8 +85,9 @@ def test_hub_api_calls(world):
     assert info["last_modified"] == "2026-11-21T12:30:00+00:00" and info["license"] == "mit"
     meta = root / "m1" / "meta.json"
     assert info["siblings"]["meta.json"] == [meta.stat().st_size, git_blob_id(meta)]
-    assert set(info["siblings"]) == {"README.md", "circuit.json", "config.json", "meta.json", "model.safetensors",
-                                     "tokenizer.json", "tokenizer_config.json"}
+    assert set(info["siblings"]) == {"README.md", "bridge/config.json", "bridge/model.safetensors", "circuit.json",
+                                     "config.json", "meta.json", "model.safetensors", "tokenizer.json",
+                                     "tokenizer_config.json"}  # bridge/: the TransformerLens 4 files
     assert out["model_info_at_tag"] == shas["v1.0.0"]
     assert out["repo_exists"] == [True, False, True]
     assert out["list_models"] == ["cbench/case-3", "cbench/tracr-case-5"]
@@ -112,7 +113,7 @@ def test_the_cbench_cache_is_a_hugging_face_cache(world):
     out, shas, root, _, hf = world
     snap = out["snapshot_local"]
     assert snap["commit"] == shas["v1.0.0"]
-    assert snap["files"] == ["README.md", "circuit.json", "config.json", "meta.json", "model.safetensors",
+    assert snap["files"] == ["README.md", "bridge", "circuit.json", "config.json", "meta.json", "model.safetensors",
                              "tokenizer.json", "tokenizer_config.json"]
     scan = out["scan_cache_dir"]
     assert scan["warnings"] == []  # cbench's records live beside the cache, not in it
@@ -120,7 +121,7 @@ def test_the_cbench_cache_is_a_hugging_face_cache(world):
                                         ["cbench/case-3", shas["v1.1.0"], ["main", "v1.1.0"]]])
     verify, prune, ls = hf["verify"], hf["prune"], hf["ls"]
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert "All checksums match" in verify.stdout and "7 file(s)" in verify.stdout
+    assert "All checksums match" in verify.stdout and "9 file(s)" in verify.stdout
     assert prune.returncode == 0 and "Nothing to prune" in prune.stdout, prune.stdout + prune.stderr
     assert ls.returncode == 0 and shas["v1.0.0"] in ls.stdout and shas["v1.1.0"] in ls.stdout, ls.stdout + ls.stderr
 
