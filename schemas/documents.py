@@ -140,7 +140,8 @@ def _safe_kind(doc) -> str | None:
 
 def _find_interval_checks(doc: Mapping) -> list[Violation]:
     out = []
-    for i, e in enumerate(doc.get("entries") or []):
+    entries = doc.get("entries")
+    for i, e in enumerate(entries if isinstance(entries, (list, tuple)) else []):  # else: the schema says so
         iv = e.get("interval") if isinstance(e, Mapping) else None
         if isinstance(iv, (list, tuple)) and len(iv) == 2 and all(isinstance(v, (int, float)) for v in iv) \
                 and not any(isinstance(v, bool) for v in iv) and iv[0] > iv[1]:

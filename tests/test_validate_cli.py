@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cbench.cli.validate_cmd import render_json, render_text, run_validate
@@ -343,6 +343,8 @@ documents = st.one_of(mutated_documents(), mutated_documents(), json_trees,
 GRAPH = Graph(2, 1, has_mlp=True)
 
 
+@example(doc={"schema": "cbench/find-submission/v1", "entries": 10**300}, kind="find-submission")  # found by CI
+@example(doc={"schema": "cbench/find-submission/v1", "entries": "abc"}, kind="find-submission")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents, kind=st.sampled_from(KINDS))
 def test_fuzz_validate_never_raises(doc, kind):
