@@ -302,11 +302,12 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
 class _NodeOutputs:
     """The node outputs a masked pass has computed so far ([k, B, P, D] blocks, in node order),
     read back stacked by every later gather. Without autograd they are written once into one
-    buffer and a gather reads a prefix of it (no copy); with autograd (mask learning) the blocks
-    are concatenated per gather, since writing into a buffer a gradient pass has read would
-    invalidate it. Either way the values are the same."""
+    buffer of ``capacity`` nodes and a gather reads a prefix of it (no copy); with autograd (mask
+    learning) the blocks are concatenated per gather, since writing into a buffer a gradient pass
+    has read would invalidate it. Either way the values are the same."""
 
     def __init__(self, capacity: int):
+        self.buffered = not torch.is_grad_enabled()
         self.capacity = capacity
         self.blocks: list[torch.Tensor] = []
         self.buffer: torch.Tensor | None = None
@@ -317,7 +318,7 @@ class _NodeOutputs:
 
     def append(self, x: torch.Tensor) -> None:
         k = x.shape[0]
-        if torch.is_grad_enabled() or self.n + k > self.capacity:
+        if not self.buffered:
             self.blocks.append(x)
         else:
             if self.buffer is None:
@@ -327,11 +328,9 @@ class _NodeOutputs:
 
     def first(self, count: int) -> torch.Tensor:
         """The first ``count`` node outputs, stacked ``[count, B, P, D]``."""
-        if not self.blocks:
+        if self.buffered:
             return self.buffer[:count]
-        parts = ([self.buffer[:self.n - sum(b.shape[0] for b in self.blocks)]] if self.buffer is not None else []) \
-            + self.blocks
-        return (torch.cat(parts, 0) if len(parts) > 1 else parts[0])[:count]
+        return (torch.cat(self.blocks, 0) if len(self.blocks) > 1 else self.blocks[0])[:count]
 
 
 def start_of_slot(rt: ModelState, slot: int) -> tuple[int, str, int]:
