@@ -189,7 +189,10 @@ def test_a_trained_stress_artifact_is_verified_with_the_siit_gates_too(tmp_path)
     assert circuit["edge_classes"]["a0.h4->logits"] == "negative"
     shape = {"n_layers": 1, "n_heads": 5, "has_mlp": True, "parallel_attn_mlp": False}
     corr = correspondence_document(c.name, mapping, {}, shape, {**shape, "n_heads": 4}, 0)
-    hl_dir = S._hl_artifact(d, hl, tmp_path / "hl")
+    hl_dir = S._hl_artifact(d, hl, tmp_path / "hl", f"cbench/{c.name}")
+    hl_card = (hl_dir / "README.md").read_text()  # front matter and the loading section, as every model card
+    assert hl_card.startswith("---\nlicense: mit\n") and "- stress-tier\n- negative\n" in hl_card
+    assert "## Load without cbench" in hl_card and "bridge = TransformerBridge.boot_native(" in hl_card
     write_model_artifact(tmp_path / c.name, ll, S.meta_of(c, d), circuit, correspondence=corr, readme="# test\n",
                          subartifacts={"high_level": hl_dir})
     report = verify_artifact(read_model_artifact(tmp_path / c.name), n_pairs=60, use_dataset=False)
@@ -198,6 +201,36 @@ def test_a_trained_stress_artifact_is_verified_with_the_siit_gates_too(tmp_path)
             "siia", "max_out_of_circuit_node_effect"} <= names
     assert not report.passed and not next(g for g in report.gates if g.name == "accuracy").passed
     assert json.loads((tmp_path / c.name / "high_level" / "meta.json").read_text())["case"] == "stress-neg-1"
+
+
+def test_a_counterparts_card_is_written_in_todays_form():
+    """The card ``cbench build stress-siit`` writes (here from a released counterpart's files) ends
+    with the "Load without cbench" section, which the released v1.0.0 cards lacked, so a re-release
+    would change nothing in it; a card without front matter (v1.0.0's ``high_level/``) gains
+    front matter and the section there."""
+    from cbench.verify.gates import Gate, VerifyReport
+    from cbench_builders.release.cards import refresh_card
+
+    art = Path(__file__).resolve().parents[1] / "model_zoo/releases/models/cbench/stress-and-siit-1/v1.0.0"
+    if not art.is_dir():
+        pytest.skip("stress-and-siit-1 is not released in this tree")
+    meta, circuit = (json.loads((art / f).read_text()) for f in ("meta.json", "circuit.json"))
+    config = json.loads((art / "config.json").read_text())
+    mapping = {n["high_level_node"]: n["low_level"][0]["node"]
+               for n in json.loads((art / "correspondence.json").read_text())["nodes"]}
+    report = VerifyReport(meta["case"], "stress", [Gate(name, pairs, g[pairs], g["op"], g["threshold"], g["passed"])
+                                                   for name, g in meta["gates"].items()
+                                                   for pairs in ("validation", "fresh") if pairs in g], [])
+    c = S.COUNTERPARTS["stress-and-siit-1"]
+    text = S.card(c, S.design_of(c), meta, circuit, report, config, mapping)
+    assert text.index("## Predictions") < text.index("## Load without cbench")
+    assert 'name_or_path="cbench/stress-and-siit-1"' in text and 'to_tokens("a b c")' in text
+    assert refresh_card(text, meta, "cbench/stress-and-siit-1") == (text, [])
+    assert "## Load without cbench" not in (art / "README.md").read_text()  # what the re-release added
+    hl_meta = json.loads((art / "high_level" / "meta.json").read_text())
+    refreshed, changes = refresh_card((art / "high_level" / "README.md").read_text(), hl_meta, "cbench/stress-and-siit-1")
+    assert len(changes) == 2 and refreshed.startswith("---\nlicense: mit\n") and "## Load without cbench" in refreshed
+    assert refresh_card(refreshed, hl_meta, "cbench/stress-and-siit-1") == (refreshed, [])
 
 
 def test_edge_level_iit_ablates_circuit_edges_in_a_share_of_rows_with_the_high_level_target():

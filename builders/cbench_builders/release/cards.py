@@ -266,6 +266,22 @@ def loading_section(meta: dict, repo: str, bridge_problem: str | None, prompt: s
                                        "bridge_problem": bridge_problem}).strip()
 
 
+def model_front_matter(meta: dict) -> str:
+    """The YAML front matter (without its ``---`` lines) of a model card no template renders (a SIIT
+    counterpart's ``high_level/`` card): Hugging Face's fields as the stress tier's cards write them,
+    its tier and mechanism as tags from ``meta.json``."""
+    import yaml
+
+    tags = ["mechanistic-interpretability", "circuit-discovery", "cbench"]
+    high_level = meta.get("high_level") if isinstance(meta.get("high_level"), dict) else {}
+    if meta.get("model_kind") == "stress":
+        tags.append("stress-tier")
+    if high_level.get("mechanism"):
+        tags.append(str(high_level["mechanism"]))
+    return yaml.safe_dump({"license": "mit", "library_name": "transformer-lens", "tags": tags,
+                           "pipeline_tag": "other"}, sort_keys=False, default_flow_style=False)
+
+
 def _duplicated_metrics(front: dict) -> bool:
     for entry in front.get("model-index") or []:
         for result in entry.get("results") or []:
@@ -278,10 +294,14 @@ def _duplicated_metrics(front: dict) -> bool:
 def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None,
                  bridge_problem: str | None = None) -> tuple[str, list[str]]:
     """``text`` (a released model card) in today's form, and what changed (empty: already so):
-    the model-index rebuilt from ``meta.json`` with each metric once, and the loading section
+    the model-index rebuilt from ``meta.json`` with each metric once, the loading section
     re-rendered when its 4.x block does not run alone or its example input is not the one
-    :func:`example_input` gives."""
+    :func:`example_input` gives (or added when the card has none), and front matter
+    (:func:`model_front_matter`) when the card has none."""
     changes = []
+    if not text.startswith("---\n"):  # a card written without front matter (a counterpart's high_level/)
+        text = f"---\n{model_front_matter(meta)}---\n{text}"
+        changes.append("front matter (license, library, tags), which every model card has")
     front, body = _front_matter(text)
     template = template_of(meta)
     if template and _duplicated_metrics(front):

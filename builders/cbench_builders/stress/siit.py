@@ -182,7 +182,12 @@ def verification_sets(meta: dict, n_pairs: int = 1000) -> dict:
     return {"validation": stress_pairs(meta, "validation", n_pairs), "fresh": sample_pairs(meta, n_pairs, seed=VERIFY_SEED)}
 
 
-def card(c: Counterpart, d: StressDesign, meta: dict, circuit: dict, report, config: dict, mapping: dict) -> str:
+def card(c: Counterpart, d: StressDesign, meta: dict, circuit: dict, report, config: dict, mapping: dict,
+         bridge_problem: str | None = None) -> str:
+    """The counterpart's model card, its "Load without cbench" section last (``bridge_problem``: why
+    the model has no TransformerLens 4 form, None when ``bridge/`` holds it)."""
+    from cbench_builders.release.cards import loading_section
+
     classes: dict[str, list[str]] = {}
     for e, cls in circuit["edge_classes"].items():
         classes.setdefault(cls, []).append(e)
@@ -228,21 +233,33 @@ def card(c: Counterpart, d: StressDesign, meta: dict, circuit: dict, report, con
               "## Predictions", "",
               f"Inherited from `{d.name}`, written before any bench run of either model: whether each robust "
               "verdict survives training is what this model tests.", "",
-              *[f"* `{m}`: {p['expect']} ({p['why']})" for m, p in sorted(meta["predictions"].items())], ""]
+              *[f"* `{m}`: {p['expect']} ({p['why']})" for m, p in sorted(meta["predictions"].items())], "",
+              loading_section(meta, f"cbench/{c.name}", bridge_problem), ""]
     return "\n".join(lines)
 
 
-def _hl_artifact(d: StressDesign, hl_model, where: Path) -> Path:
-    """The silenced high-level model as an artifact directory (the counterpart's ``high_level/``)."""
+def _bridge_problem(model) -> str | None:
+    """Why ``model`` has no TransformerLens 4 form (None: the artifact's ``bridge/`` holds it)."""
+    from cbench.artifacts.native_bridge import bridge_problem
+    from cbench.artifacts.transformer_lens_adapter import config_to_json, model_state_dict
+
+    return bridge_problem(config_to_json(model.cfg), model_state_dict(model))
+
+
+def _hl_artifact(d: StressDesign, hl_model, where: Path, repo: str) -> Path:
+    """The silenced high-level model as an artifact directory (the counterpart's ``high_level/``),
+    its card with front matter and a "Load without cbench" section (``repo``: the counterpart's)."""
     from cbench.artifacts.model import write_model_artifact
     from cbench.runtime import CircuitRuntime
+    from cbench_builders.release.cards import loading_section, model_front_matter
     from cbench_builders.stress.build import circuit_of as design_circuit, meta_of as design_meta
 
     meta = design_meta(d)
     meta["construction"] = "hand-set weights, the floor heads silenced (the high-level model of a SIIT counterpart)"
     circuit = design_circuit(d, CircuitRuntime(hl_model).graph)
-    readme = (f"# {d.name}, floor silenced\n\nThe high-level model a SIIT counterpart was trained against: the "
-              f"hand-set `cbench/{d.name}` with every head and MLP outside its circuit silenced.\n")
+    readme = (f"---\n{model_front_matter(meta)}---\n\n# {d.name}, floor silenced\n\nThe high-level model a SIIT "
+              f"counterpart was trained against: the hand-set `cbench/{d.name}` with every head and MLP outside its "
+              f"circuit silenced.\n\n{loading_section(meta, repo, _bridge_problem(hl_model))}\n")
     return write_model_artifact(where / d.name, hl_model, meta, circuit, readme=readme, overwrite=True).path
 
 
@@ -323,7 +340,7 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
     use_cpu_threads()
     try:
         with tempfile.TemporaryDirectory(prefix="cbench-stress-siit-") as tmp:
-            hl_dir = _hl_artifact(d, hl, Path(tmp))
+            hl_dir = _hl_artifact(d, hl, Path(tmp), f"cbench/{c.name}")
             report = verify_trained_stress(model, meta, circuit, corr, hl, verification_sets(meta, n_pairs))
             failures = [f"{g.name} {g.pairs} {g.value:.4g} fails {g.op} {g.threshold:g}" for g in report.failures()]
             path = None
@@ -332,7 +349,7 @@ def train_counterpart(c: Counterpart, out: Path, checkpoint_dir: Path | None = N
                                extra={"training_time_s": round(res.training_time_s, 3),
                                       "hardware": hardware_description(cfg.threads),
                                       "released": report.passed, "release_gate_failures": failures})
-                readme = card(c, d, meta, circuit, report, config_to_json(model.cfg), mapping)
+                readme = card(c, d, meta, circuit, report, config_to_json(model.cfg), mapping, _bridge_problem(model))
                 art = write_model_artifact(Path(out) / c.name, model, meta, circuit, correspondence=corr,
                                            readme=readme, subartifacts={"high_level": hl_dir}, overwrite=True)
                 path = art.path
