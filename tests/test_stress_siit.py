@@ -294,29 +294,45 @@ def test_min_epochs_trains_on_after_the_targets_and_keeps_the_last_epoch():
     assert (runs[3].epochs, runs[3].best_epoch) == (3, 3)
 
 
-@pytest.mark.slow  # 24 s at load 4: five models' rows and twenty configs copied
-def test_the_released_stress_dataset_is_rebuilt_byte_for_byte_with_the_counterparts(tmp_path):
-    """``cbench build stress-siit --dataset-out``'s builder, from the released counterparts: every
-    file of ``cbench/stress-counterfactuals`` v1.3.0 again, the counterparts' rows labelled with
-    their own answers, the earlier configs copied."""
+# The releases of cbench/stress-counterfactuals made by extend_release, each from the one before it:
+# (previous, release, what was added). v1.3.0 and v1.5.0 took every counterpart built then (v1.5.0
+# re-drew the five of v1.3.0 beside stress-dist-siit-1, in the counterparts' order), v1.6.0 the
+# second held-out round's designs (`cbench build stress-dataset --extend-release`, the registry's order).
+EXTENDED = [("v1.2.0", "v1.3.0", "counterparts"), ("v1.4.0", "v1.5.0", "counterparts"), ("v1.5.0", "v1.6.0", "designs")]
+
+
+@pytest.mark.slow  # 25-60 s each at load 2: the added models' rows, the earlier configs copied
+@pytest.mark.parametrize("previous,release,added", EXTENDED, ids=[r for _p, r, _a in EXTENDED])
+def test_the_released_stress_dataset_is_rebuilt_byte_for_byte_with_the_counterparts(tmp_path, previous, release,
+                                                                                     added):
+    """``extend_release`` (``cbench build stress-siit --dataset-out``, ``cbench build stress-dataset
+    --extend-release``), from the released models: every file of each release it made again, from the
+    release before it, the added models' rows labelled with their own answers, the earlier configs
+    copied. (It used to take every counterpart released today as v1.3.0's; stress-dist-siit-1 came
+    in v1.5.0.)"""
     from cbench.hub.zoo import zoo_dir
     from cbench_builders.stress.dataset import extend_release
+    from cbench_builders.stress.registry import DESIGNS
 
     zoo = Path(zoo_dir())
-    released = zoo / "releases" / "datasets" / "cbench" / "stress-counterfactuals" / "v1.3.0"
-    names = [n for n in S.COUNTERPARTS if (zoo / "releases" / "models" / "cbench" / n / "v1.0.0").is_dir()]
-    if not released.is_dir() or len(names) < 5:
-        pytest.skip("the counterparts are not released in this tree")
+    base = zoo / "releases" / "datasets" / "cbench" / "stress-counterfactuals"
+    released = base / release
+    if not released.is_dir() or not (base / previous).is_dir():
+        pytest.skip(f"stress-counterfactuals {release} is not released in this tree")
+    configs = {p.name for p in released.iterdir() if p.is_dir()}
+    if added == "counterparts":
+        names = [n for n in S.COUNTERPARTS if n in configs]
+    else:
+        names = [f"stress-{n}" for n in DESIGNS if f"stress-{n}" in configs - {p.name for p in (base / previous).iterdir()}]
+    assert names
     built = tmp_path / "built"
     built.mkdir()
     for n in names:
         (built / n).symlink_to(zoo / "releases" / "models" / "cbench" / n / "v1.0.0")
     out = tmp_path / "stress-counterfactuals"
-    # the release the function starts from: v1.2.0 (v1.3.0 itself is what it must reproduce)
-    scratch = tmp_path / "zoo" / "releases"
-    (scratch / "datasets" / "cbench").mkdir(parents=True)
-    (scratch / "datasets" / "cbench" / "stress-counterfactuals").mkdir()
-    (scratch / "datasets" / "cbench" / "stress-counterfactuals" / "v1.2.0").symlink_to(released.parent / "v1.2.0")
+    scratch = tmp_path / "zoo" / "releases"  # the release the function starts from (its newest)
+    (scratch / "datasets" / "cbench" / "stress-counterfactuals").mkdir(parents=True)
+    (scratch / "datasets" / "cbench" / "stress-counterfactuals" / previous).symlink_to(base / previous)
     (scratch / "models").symlink_to(zoo / "releases" / "models")
     extend_release(out, built, names, tmp_path / "zoo", echo=lambda _line: None)
     want = sorted(p.relative_to(released).as_posix() for p in released.rglob("*") if p.is_file())
