@@ -5,12 +5,18 @@ The TransformerLens 4 side runs as one subprocess (``tests/tl4_bridge_equality.p
 environment's interpreter (``$CBENCH_TL4_PYTHON`` overrides it) with the client on ``PYTHONPATH``;
 without the environment the tests skip, saying so, except on CI. Per family it writes a
 random-weight Hugging Face checkpoint and a tokenizer trained there, boots the bridge, and
-measures cbench's all-ones masked forward against ``bridge(tokens)`` and cbench's EAP and EAP-IG
-(inputs) scores against a reference computed with the bridge's own hooks.
+measures cbench's all-ones masked forward against ``bridge(tokens)``; single-edge and random-mask
+patched runs against the bridge patched edge by edge in its own hooks; and cbench's EAP, EAP-IG
+(inputs and activations) and activation patching scores against references computed with the
+bridge's own hooks. The bridge has one k and one v input per key/value head, so under grouped-query
+attention the k (v) edges of the query heads sharing one are patched together (single edges: all of
+them; random masks: one value per shared input), and activation patching is compared on every edge
+but those.
 
-Tolerances (float32): logits within 1e-5 x max(1, |logits|) (measured: at most 3.0e-7); scores
-within 1e-4 x the largest reference score (measured: at most 1.6e-5 of it, on GPT-2, whose scores
-are about 5e-5). The default suite runs Gemma-2 (rotary, grouped-query attention, post-norms,
+Tolerances (float32): logits and patched runs within 1e-5 x max(1, |logits|) (measured: at most
+3.0e-7); scores within 1e-4 x the largest reference score (measured: at most 1.6e-5 of it, on GPT-2,
+whose scores are about 5e-5), activation patching within that + 2e-7 (measured: at most 9e-8).
+The default suite runs Gemma-2 (rotary, grouped-query attention, post-norms,
 soft-caps, local attention; about 10 s, most of it the subprocess's imports); ``-m slow`` all five
 families (GPT-2, Pythia/NeoX, Qwen-2.5, Llama-3.1, Gemma-2), and every discovery method's scores on
 the bridge against the same checkpoint loaded from its directory by TransformerLens 3.9 here
@@ -58,6 +64,21 @@ def check(results: dict, families: list[str]) -> None:
         for method in ("eap", "eap-ig-inputs"):
             err, scale = r[method]
             assert scale > 0 and err <= 1e-4 * scale, (family, method, err, scale)
+        # single-edge and random-mask patched runs (q, k, v of a head of layer 1, under GQA the k and v edges
+        # of all query heads of its key/value head; input->logits; a0.h0->m1; a random and a random 0/1 mask)
+        patched = r["patched"]
+        assert len(patched) == 7
+        # GPT-2's and Pythia's q and k patches move these tiny models' logits by less than 1e-6 (attention
+        # near uniform at the Hugging Face init): compared, but not evidence
+        vacuous = {0, 1} if family in ("gpt2", "pythia") else set()
+        for i, (err, scale, effect) in enumerate(patched):
+            assert err <= 1e-5 * max(1.0, scale), (family, i, err, scale)
+            assert i in vacuous or effect > 10 * max(err, 1e-8), (family, i, err, effect)  # the patch does something
+        err, scale = r["eap-ig-activations"]
+        assert scale > 0 and err <= 1e-4 * scale, (family, "eap-ig-activations", err, scale)
+        # activation patching: every edge the bridge patches alone; 2e-7, float32 rounding of a metric of order 1
+        err, scale, n = r["activation-patching"]
+        assert n >= r["n_edges"] // 3 and scale > 0 and err <= 1e-4 * scale + 2e-7, (family, err, scale, n)
         # a bridge with processed weights (enable_compatibility_mode()) is refused in one line
         assert "weights were processed" in r["processed"] and "\n" not in r["processed"]
 
