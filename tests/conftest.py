@@ -27,3 +27,16 @@ def compiled_tracr(tmp_path_factory):
         return view
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_hub_server_outlives_its_test():
+    """Pulls from a hub directory share one olah per process for a few seconds
+    (:func:`cbench.hub.server.shared_server`); a test ends with none left, so the next test's
+    process checks see only their own servers."""
+    yield
+    import sys
+
+    server = sys.modules.get("cbench.hub.server")
+    if server is not None:
+        server.stop_shared_servers()

@@ -312,3 +312,58 @@ def test_fresh_clone_pull_seeds_the_default_hub(tmp_path):
     assert (tmp_path / "home" / "hub" / "models" / "cbench" / "tracr-case-3" / ".git").is_dir()
     info = run_cli(["info", "case-3", "--json"], env=dict(env, HF_HUB_OFFLINE="1"))
     assert json.loads(info.stdout)["repo"] == "cbench/tracr-case-3"
+
+
+def test_consecutive_pulls_from_a_hub_directory_start_olah_once(hub, home, monkeypatch):
+    """A bench over 57 models started olah 57 times (about 2.5 s each); now the process's pulls
+    share one server, kept for a few seconds after the last and stopped then or at exit."""
+    from cbench.hub import server as srv
+
+    h, shas = hub
+    started: list[HubServer] = []
+    real_start = HubServer.start
+
+    def start(self):
+        started.append(self)
+        return real_start(self)
+
+    monkeypatch.setattr(HubServer, "start", start)
+    monkeypatch.setattr(srv, "SHARED_IDLE_S", 0.5)
+    first = pull("case-3@v1.0.0", hub=h)
+    second = pull("tracr-case-5", hub=h)
+    third = pull("counterfactuals@v1.1.0", repo_type="dataset", hub=h)
+    assert (first.sha, third.sha) == (shas["v1.0.0"], shas["ds-v1.1.0"]) and second.files > 0
+    assert len(started) == 1 and started[0].process.poll() is None  # kept for the next pull
+    assert started[0].process.pid in _olah_serving(h)
+    deadline = time.monotonic() + 15
+    while started[0].process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert started[0].process.poll() is not None  # stopped once idle
+    assert started[0].process.pid not in _olah_serving(h)
+    pull("case-3@v1.1.0", hub=h)  # the next pull starts a new one
+    assert len(started) == 2
+    srv.stop_shared_servers()
+    assert started[1].process.poll() is not None
+
+
+def test_a_forked_child_does_not_use_its_parents_shared_server(hub, home):
+    from cbench.hub import server as srv
+
+    h, _ = hub
+    pull("case-3@v1.0.0", hub=h)
+    parent = next(iter(srv._shared.values())).server
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: pulls through a server of its own and stops only that one
+        try:
+            pull("case-3@v1.1.0", hub=h, cache_dir=str(home / "child-cache"))
+            mine = next(iter(srv._shared.values())).server
+            os.write(write, str(mine.process.pid).encode())
+            srv.stop_shared_servers()
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_server = int(os.read(read, 64) or b"0")
+    os.waitpid(pid, 0)
+    assert child_server and child_server != parent.process.pid
+    assert parent.process.poll() is None  # the child left the parent's server alone

@@ -13,6 +13,7 @@ revision is already cached), then read the local snapshot:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -262,12 +263,11 @@ def _fetch_config(cache, res, remote, config: str):
 
     from cbench.hub.cache import Snapshot, repo_folder_name
     from cbench.hub.cache_verify import record_of
-    from cbench.hub.server import HubServer
-    from cbench.hub.pull import _download_error, verify_snapshot
+    from cbench.hub.pull import _download_error, _served, verify_snapshot
     from cbench.hub.remote import _quiet_hf, _token_for
 
-    server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
-    try:
+    with contextlib.ExitStack() as stack:
+        server = _served(stack, remote)
         _quiet_hf()
         from huggingface_hub import hf_hub_download, snapshot_download
 
@@ -294,9 +294,6 @@ def _fetch_config(cache, res, remote, config: str):
             n, size = verify_snapshot(path, staging / repo_folder_name(res.ref) / "trees" / f"{res.sha}.json", label)
             record = record_of(path)
             final = cache.merge_files(staging, res.ref, res.sha)
-    finally:
-        if server is not None:
-            server.stop()
     cache.mark_config_complete(res.ref, res.sha, config, record, res.tag)
     return Snapshot(res.ref.repo_id, "dataset", res.sha, final, res.tag, n, size, from_cache=False,
                     extra={"config": config})

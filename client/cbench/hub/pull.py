@@ -24,6 +24,7 @@ resolved online.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -338,39 +339,46 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
 
 
 def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
-    from cbench.hub.server import HubServer
-
-    server = HubServer(remote.hub_dir).start() if remote.hub_dir is not None else None
-    try:
-        _quiet_hf()
-        from huggingface_hub import snapshot_download  # imported while olah starts
-
-        import cbench.schemas  # noqa: F401  (verification needs it; import it while olah starts)
-
-        endpoint = remote.endpoint
-        if server is not None:
-            server.wait_ready()
-            endpoint = server.endpoint
-        with cache.staging() as staging:
-            try:
-                path = Path(snapshot_download(res.ref.repo_id, revision=res.sha, repo_type=res.ref.repo_type,
-                                              endpoint=endpoint, cache_dir=str(staging),
-                                              token=_token_for(endpoint)))
-            except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
-                raise _download_error(exc, res, endpoint) from None
-            files, size = verify_snapshot(path, staging / _folder(res.ref) / "trees" / f"{res.sha}.json",
-                                          label=f"{res.ref.repo_id}@{res.tag or res.sha[:12]}")
-            from cbench.hub.cache_verify import record_of
-
-            record = record_of(path)
-            final = cache.merge(staging, res.ref, res.sha)
-    finally:
-        if server is not None:
-            server.stop()
-    snap = Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False,
-                    extra={"record": record})
+    with contextlib.ExitStack() as stack:
+        server = _served(stack, remote)
+        snap = _download_from(res, remote, cache, server)
     cache.mark_complete(snap)
     return snap
+
+
+def _served(stack: contextlib.ExitStack, remote: Remote):
+    """The process's shared server over a local hub directory (started, maybe not ready yet), or
+    None when ``remote`` is an endpoint."""
+    from cbench.hub.server import shared_server
+
+    return stack.enter_context(shared_server(remote.hub_dir)) if remote.hub_dir is not None else None
+
+
+def _download_from(res: Resolved, remote: Remote, cache: Cache, server) -> Snapshot:
+    _quiet_hf()
+    from huggingface_hub import snapshot_download  # imported while olah starts
+
+    import cbench.schemas  # noqa: F401  (verification needs it; import it while olah starts)
+
+    endpoint = remote.endpoint
+    if server is not None:
+        server.wait_ready()
+        endpoint = server.endpoint
+    with cache.staging() as staging:
+        try:
+            path = Path(snapshot_download(res.ref.repo_id, revision=res.sha, repo_type=res.ref.repo_type,
+                                          endpoint=endpoint, cache_dir=str(staging),
+                                          token=_token_for(endpoint)))
+        except Exception as exc:  # noqa: BLE001 - mapped to cbench errors
+            raise _download_error(exc, res, endpoint) from None
+        files, size = verify_snapshot(path, staging / _folder(res.ref) / "trees" / f"{res.sha}.json",
+                                      label=f"{res.ref.repo_id}@{res.tag or res.sha[:12]}")
+        from cbench.hub.cache_verify import record_of
+
+        record = record_of(path)
+        final = cache.merge(staging, res.ref, res.sha)
+    return Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False,
+                    extra={"record": record})
 
 
 def _folder(ref: RepoRef) -> str:

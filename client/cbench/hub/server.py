@@ -21,6 +21,8 @@ Facts about olah 0.5.4 this module relies on (read from its source, checked agai
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import http.client
 import os
 import shutil
@@ -29,7 +31,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from cbench.errors import HubError, HubUnreachableError, UsageError
@@ -229,3 +233,85 @@ def remove_stale_server_dirs() -> None:
                     shutil.rmtree(d, ignore_errors=True)
             except OSError:
                 pass
+
+
+# ---------------------------------------------------------------------------- one server per process
+#: seconds an embedded server stays up after its last pull ends, so that consecutive pulls (a bench
+#: over 57 models, the demo's 17) start olah once instead of once each (about 2.5 s a start)
+SHARED_IDLE_S = 10.0
+
+_shared_lock = threading.Lock()
+_shared: dict[Path, "_Shared"] = {}
+
+
+class _Shared:
+    def __init__(self, server: HubServer):
+        self.server, self.pid, self.users, self.timer = server, os.getpid(), 0, None
+
+
+@contextlib.contextmanager
+def shared_server(hub_dir: str | os.PathLike) -> Iterator[HubServer]:
+    """A started server over ``hub_dir`` that this process's pulls share (the caller waits for it
+    with :meth:`HubServer.wait_ready`, so work can overlap olah's start). It is started on first
+    use, kept for :data:`SHARED_IDLE_S` seconds after the last user leaves, and stopped then or at
+    exit. A forked child never uses (or stops) its parent's server, and a server that died (olah
+    gets SIGTERM when the thread that started it ends) is replaced."""
+    key = Path(hub_dir).expanduser().resolve()
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is not None and (entry.pid != os.getpid() or entry.server.process is None
+                                  or entry.server.process.poll() is not None):
+            if entry.pid == os.getpid():
+                entry.server.stop()
+            entry = None
+        if entry is None:
+            entry = _shared[key] = _Shared(HubServer(key).start())
+            _register_exit_hook()
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        entry.users += 1
+    try:
+        yield entry.server
+    except BaseException:
+        with _shared_lock:  # a failed pull may have left the server in any state: do not keep it
+            entry.users -= 1
+            if _shared.get(key) is entry and entry.users == 0:
+                del _shared[key]
+                entry.server.stop()
+        raise
+    with _shared_lock:
+        entry.users -= 1
+        if _shared.get(key) is entry and entry.users == 0:
+            entry.timer = threading.Timer(SHARED_IDLE_S, _stop_idle, (key, entry))
+            entry.timer.daemon = True
+            entry.timer.start()
+
+
+def _stop_idle(key: Path, entry: _Shared) -> None:
+    with _shared_lock:
+        if _shared.get(key) is not entry or entry.users:
+            return
+        del _shared[key]
+    entry.server.stop()
+
+
+def stop_shared_servers() -> None:
+    """Stop every shared server this process started (at exit; tests call it too)."""
+    with _shared_lock:
+        mine = [e for e in _shared.values() if e.pid == os.getpid()]
+        _shared.clear()
+    for entry in mine:
+        if entry.timer is not None:
+            entry.timer.cancel()
+        entry.server.stop()
+
+
+_exit_hook = False
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook
+    if not _exit_hook:
+        atexit.register(stop_shared_servers)
+        _exit_hook = True
