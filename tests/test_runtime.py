@@ -109,6 +109,31 @@ def test_run_masks_runs_each_distinct_mask_once_and_keeps_the_order(setup, monke
         assert torch.allclose(out[i], single, atol=1e-5)
 
 
+def test_single_edge_masks_take_the_sparse_differences_to_the_bit(setup, monkeypatch):
+    """Activation patching's batches (one edge zeroed per mask, started at a destination from the
+    clean outputs before it): the masked pass adds each mask's difference from the batch's first
+    row from its few non-zero terms; the outputs equal the dense update's to the bit."""
+    model, rt, base, source = setup
+    from cbench.runtime import masked_forward
+
+    with torch.no_grad():
+        _clean_out, clean, ablated = rt.paired_outputs(base, source)
+    order = torch.as_tensor(rt.graph.edge_backward).argsort(stable=True)
+    real = masked_forward.few_differences
+    for idx in (order[:5], order[3:11], order[-4:]):
+        masks = torch.ones(len(idx), rt.n_edges)
+        masks[torch.arange(len(idx)), idx] = 0.0
+        start = int(rt.graph.edge_backward[int(idx[0])])
+        kwargs = dict(ablated=ablated, chunk_size=len(idx), start_slot=start, prefix=clean)
+        taken = []
+        monkeypatch.setattr(masked_forward, "few_differences", lambda dm: taken.append(real(dm)) or taken[-1])
+        with torch.no_grad():
+            sparse = rt.run_masks(base, masks, **kwargs)
+            monkeypatch.setattr(masked_forward, "few_differences", lambda dm: None)
+            dense = rt.run_masks(base, masks, **kwargs)
+        assert any(t is not None for t in taken) and torch.equal(sparse, dense)
+
+
 def test_node_mask_equals_masking_outgoing_edges(setup):
     model, rt, base, source = setup
     g = rt.graph

@@ -214,6 +214,9 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
             x = x.expand(C, -1, -1, -1, -1)
         idx = torch.nonzero(diff_cols[cols]).flatten()
         if idx.numel():
+            sparse = few_differences(DM[:, :, cols]) if not M.requires_grad else None
+            if sparse is not None:  # the same sums, of the non-zero terms only
+                return add_differences(x, sparse, abl.expand(-1, n, -1, -1), shared, n_sh).reshape(B, P, k, D)
             dm = DM[:, :, cols][:, :, idx]  # [C, F, j]
             d = -torch.einsum("cfj,fnpd->cnpjd", dm, abl.expand(-1, n, -1, -1) * rt._one)
             if shared is not None:
@@ -297,6 +300,48 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
             sh = shared if shared.shape[1] == B else shared.repeat(1, C, 1, 1)
             acts = torch.cat([sh, acts], 0)
     return RunResult(out, acts, probe)
+
+
+def few_differences(dm: torch.Tensor):
+    """The non-zero entries of ``dm`` ``[C, F, k]`` (mask rows minus a batch's first row) as
+    ``(c, f, j, sign, group, pairs)`` when each is +1 or -1 and no (row, destination) pair has more
+    than two (single-edge masks: activation patching, ACDC's candidates); else None. ``group``
+    numbers each entry's (c, j) pair, ``pairs`` lists those pairs ``[U, 2]``."""
+    nz = torch.nonzero(dm)  # (c, f, j), lexicographic
+    if not nz.shape[0]:
+        return None
+    vals = dm[nz[:, 0], nz[:, 1], nz[:, 2]]
+    if not bool((vals.abs() == 1).all()):
+        return None
+    key = nz[:, 0] * dm.shape[2] + nz[:, 2]
+    pairs_key, group, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    if int(counts.max()) > 2:
+        return None
+    pairs = torch.stack([pairs_key // dm.shape[2], pairs_key % dm.shape[2]], 1)
+    return nz[:, 0], nz[:, 1], nz[:, 2], vals, group, pairs
+
+
+def add_differences(x: torch.Tensor, sparse, abl: torch.Tensor, shared: torch.Tensor | None, n_sh: int) -> torch.Tensor:
+    """``x [C, n, P, k, D]`` plus, for each (row c, destination j) with non-zero entries of the mask
+    difference ``dm``, ``-sum_f dm[c, f, j] abl[f] + sum_(f < n_sh) dm[c, f, j] shared[f]``: what
+    the dense update adds (``-einsum(dm, abl) + einsum(dm, shared)``, index-added), to the bit. Each
+    sum has at most two non-zero terms of +-1 times a value, which are exact and whose sum does not
+    depend on the order; the dense update adds exact zeros everywhere else."""
+    _c, f, _j, sign, group, pairs = sparse
+    U = pairs.shape[0]
+    terms = sign[:, None, None, None] * abl[f]  # [N, n, P, D], exact
+    a = terms.new_zeros((U, *terms.shape[1:])).index_add_(0, group, terms)
+    d = -a
+    if shared is not None:
+        inside = f < n_sh
+        if bool(inside.any()):
+            st = sign[inside][:, None, None, None] * shared[f[inside]]
+            s = st.new_zeros((U, *st.shape[1:])).index_add_(0, group[inside], st)
+            d = d + s
+    x = x.contiguous() if x.is_contiguous() and x.stride(0) != 0 else x.clone(memory_format=torch.contiguous_format)
+    ci, ji = pairs[:, 0], pairs[:, 1]
+    x[ci, :, :, ji] = x[ci, :, :, ji] + d
+    return x
 
 
 class _NodeOutputs:
