@@ -63,7 +63,10 @@ def test_bench_through_an_executor_writes_the_serial_files(tmp_path, capsys):
     run_bench(cases, R.METHODS, str(tmp_path / "pooled"), n_examples=16, sampled=True, echo=lines.append,
               executor=LocalExecutor())
     assert "6 discovery task(s) to run on local (0 finished before)" in lines
-    assert sum(line.startswith("[") and ": ok (" in line for line in lines) == 6
+    assert sum(line.startswith("[") and ": ok (" in line and "CPR and CMD" not in line for line in lines) == 6
+    # then CPR and CMD of every method's scores, one task per case
+    assert sorted(line.split("] ", 1)[1].split(":")[0] for line in lines if "CPR and CMD: ok (" in line) == \
+        ["case toy3, CPR and CMD", "case toy4, CPR and CMD"]
     serial, pooled = R.tree(tmp_path / "serial"), R.tree(tmp_path / "pooled")
     assert sorted(serial) == sorted(pooled) and "scores/toy4/acdc.json" in serial and "roc_toy4.png" in serial
     for name in serial:
@@ -97,7 +100,7 @@ def test_bench_on_two_local_processes_writes_the_serial_files(tmp_path, capsys):
     code, out, err = run(capsys, *R.bench_args(cases, tmp_path / "procs"), "--workers", "2")
     assert code == 0, err
     assert "6 discovery task(s) to run on processes (0 finished before)" in out
-    assert out.count(": ok (") == 6
+    assert out.count(": ok (") == 6 + 2  # the tasks, then CPR and CMD of each case
     serial, procs = R.tree(tmp_path / "serial"), R.tree(tmp_path / "procs")
     assert sorted(serial) == sorted(procs)
     for name in serial:
@@ -121,7 +124,7 @@ def test_bench_on_local_ray_with_two_cpus_matches_the_serial_run(tmp_path, capsy
     code, out, err = run(capsys, *R.bench_args(cases, tmp_path / "ray"), "--executor", "ray", "--workers", "2")
     assert code == 0, err
     assert "with 2 CPUs" in err and "6 discovery task(s) to run on ray" in out
-    assert out.count(": ok (") == 6
+    assert out.count(": ok (") == 6 + 2  # the tasks, then CPR and CMD of each case
     serial, ray = R.tree(tmp_path / "serial"), R.tree(tmp_path / "ray")
     assert sorted(serial) == sorted(ray)
     for name in serial:

@@ -64,3 +64,34 @@ def test_label_metric(toy):
     assert curve.f[0] == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(UsageError):
         F.faithfulness_curve(case, data, mask.astype(float), metric="mse")
+
+
+def test_every_circuit_has_its_own_loss_whatever_shares_its_batch(toy, monkeypatch):
+    """CPR and CMD of several methods' scores at once (the bench: every method's on a case, each
+    distinct circuit run once) equal each method's on its own to the bit: a circuit's loss does
+    not depend on the other circuits of its batch, since each batch starts with the empty one."""
+    from cbench.scoring.mib_neurons import faithfulness_figures, faithfulness_figures_of
+
+    case, data, mask = toy
+    rng = np.random.default_rng(3)
+    names = case.graph.edge_names
+    vectors = {"oracle": mask + 0.01 * rng.random(mask.size), "random": rng.uniform(-1, 1, mask.size),
+               "negated": -(mask + 0.01 * rng.random(mask.size)), "nan": np.full(mask.size, np.nan)}
+    vectors["copy"] = vectors["random"].copy()  # the same circuits as another method's
+    docs = {k: {"method": {"name": k}, "edges": {n: {"score": float(v)} for n, v in zip(names, vec)}}
+            for k, vec in vectors.items()}
+    alone = {k: faithfulness_figures(case, data, doc) for k, doc in docs.items()}
+    rows = []
+    real = case.runtime.run_masks
+    monkeypatch.setattr(case.runtime, "run_masks", lambda *a, **k: rows.append(len(a[1])) or real(*a, **k))
+    together = faithfulness_figures_of(case, data, docs)
+    assert together == alone  # every figure to the bit
+    assert together["nan"] == {"cpr": None, "cmd": None} and together["oracle"]["cpr"] > together["random"]["cpr"]
+    circuits = {m.tobytes() for k in ("oracle", "random", "negated") for absolute in (False, True)
+                for m in F.circuits_at_sizes(vectors[k], absolute=absolute)}
+    assert sum(rows) == len(circuits - {np.zeros(mask.size, bool).tobytes()}) + 1  # each once, the empty one too
+    # one batch of every circuit, or each with the empty one only: the same losses to the bit
+    masks = np.stack([np.frombuffer(m, dtype=bool) for m in sorted(circuits)])
+    metric_fn, _ = F.task_metric(case, data)
+    batched = F.circuit_losses(case.runtime, data, masks, metric_fn)
+    assert batched.tolist() == [F.circuit_losses(case.runtime, data, m[None], metric_fn)[0] for m in masks]

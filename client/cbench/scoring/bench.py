@@ -56,6 +56,23 @@ from cbench.scoring.bench_summary import RESOLUTION_RULE, resolution_markdown
 from cbench.scoring.mib_protocol import mib_auroc, random_mib_auroc, side_by_side, side_by_side_markdown
 from cbench.scoring.random_baseline import random_aurocs, random_class_aurocs, random_draws, random_mean_roc  # noqa: F401
 from cbench.scoring.resolution import RESOLUTION_FACTOR
+from cbench.scoring.bench_tasks import (  # noqa: F401 - the bench's units of work, named here too
+    _METHOD_COST,
+    _WORKER_CASES,
+    BenchTask,
+    CaseFaithfulnessTask,
+    _model_ref,
+    _resolve,
+    _worker_case,
+    bench_hyperparameters,
+    bench_task,
+    case_marks,
+    discover_task,
+    faithfulness_task,
+    model_sha256,
+    random_row,
+    task_cost,
+)
 
 MAIN_CASES = ("3", "4", "8", "11", "13", "18", "19", "20", "21", "26", "29", "33", "34", "35", "36", "37")
 
@@ -119,50 +136,11 @@ def _parse_methods(methods: str | None) -> list[str]:
     return out
 
 
-def _resolve(case: str):
-    """(label, artifact) for a case id, case name or artifact directory."""
-    from cbench.artifacts.model import read_model_artifact
-
-    p = Path(case)
-    # a directory is taken as an artifact when it is one, or when the name has a path in it; a bare
-    # name such as `ioi` that only happens to name a folder here (the --out of `bench --cases ioi
-    # --out ioi`) is the hub's case
-    if p.is_dir() and ((p / "meta.json").is_file() or len(p.parts) > 1 or case.startswith(".")):
-        art = read_model_artifact(p)
-        return art.case, art
-    from cbench.hub.loading import load
-
-    if case.isdigit():
-        errors = []
-        for name in (f"case-{case}", f"tracr-case-{case}"):
-            try:
-                return case, load(name)
-            except CbenchError as exc:
-                errors.append(f"{name}: {exc}")
-        raise CbenchError(f"case {case}: no model could be loaded ({'; '.join(errors)})")
-    art = load(case)
-    return art.case, art
-
-
 def _atomic_json(path: Path, doc) -> None:
     from cbench.scoring.report import write_bytes_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, (json.dumps(doc, indent=1) + "\n").encode())
-
-
-def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -> dict:
-    """What the bench passes to ``method`` on ``case``: the defaults, except that the random
-    baseline draws with a seed of its own per case (one seed everywhere would give every graph of
-    the same shape the same scores, and the baseline would be one sample, not sixteen).
-    ``protocol="mib"``: the methods that MIB's code runs differently (nap, nap-ig, ifr, ugs) run that way."""
-    if protocol == "mib" and method in ("nap", "nap-ig", "ifr", "ugs"):
-        return {"protocol": "mib"}
-    if method == "random":
-        import zlib
-
-        return {"seed": zlib.crc32(f"cbench-bench-random:{case}".encode()) % (2**31)}
-    return {}
 
 
 def _mib_auroc(graph, doc, truth, method: str) -> float | None:
@@ -174,21 +152,6 @@ def _mib_auroc(graph, doc, truth, method: str) -> float | None:
     else:
         v = mib_auroc(graph, edge_score_vector(graph, doc), truth).auroc
     return None if math.isnan(v) else float(v)
-
-
-def model_sha256(artifact) -> str | None:
-    """The sha256 of the model's weights (meta.json's file list): what a bench scores file was
-    computed on, so a resumed run never reuses scores of another version of the same case."""
-    return ((artifact.meta or {}).get("files") or {}).get("model.safetensors")
-
-
-def _model_ref(artifact) -> dict:
-    """``model`` of a bench scores document: the hub repository and commit when the artifact is a
-    snapshot in the Hugging Face cache (``models--<org>--<name>/snapshots/<sha>``), else null."""
-    from cbench.hub.cache import snapshot_of_path
-
-    repo, revision = snapshot_of_path(artifact.path) or (None, None)
-    return {"repo": repo, "revision": revision, "kind": artifact.model_kind}
 
 
 def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: Callable[[int], bool],
@@ -225,79 +188,6 @@ def _load_existing(path: Path, graph, case: str, method: str, kind: str, n_ok: C
     return doc
 
 
-@dataclass(frozen=True)
-class BenchTask:
-    """One unit of work of the bench: a method on a case's model, with the bench's hyperparameters
-    and data. The serial loop and every executor's worker run it through :func:`discover_task`."""
-
-    case: str  # the case label (the scores file's directory)
-    model: str  # the model's artifact directory (a worker that lacks it resolves ``case`` itself)
-    method: str
-    n_examples: int
-    sampled: bool
-    seed: int
-    protocol: str | None = None  # mib: MIB's code's variant of the methods that have one
-    faithfulness: bool = False  # also CPR and CMD of the scores (:func:`bench_task`), in the same worker
-
-
-_WORKER_CASES: dict = {}  # per worker process: the last cases' artifacts and data, reused across their methods
-_WORKER_CASES_KEPT = 32  # the main tier's 16 cases and their pairs take a few MB
-
-# relative CPU cost of each method on a case, per edge (the demo's measured runtimes): parallel runs
-# hand out the longest tasks first so that no worker starts a long one last
-_METHOD_COST = {"ugs": 48.0, "edge-sp": 36.0, "sp": 28.0, "activation-patching": 24.0}
-
-
-def task_cost(task: "BenchTask", n_edges: int) -> float:
-    """The expected CPU cost of a bench task, for ordering (longest first): method weight x edges."""
-    return _METHOD_COST.get(task.method, 1.0) * max(n_edges, 1)
-
-
-def bench_task(task: BenchTask) -> dict:
-    """What a worker hands back for one task: ``{"scores": document, "faithfulness": {cpr, cmd, ..}}``
-    (CPR and CMD when the task asks for them: measured beside the discovery, on the same data, so
-    a parallel run spreads them over the workers too)."""
-    from cbench.scoring.mib_neurons import faithfulness_figures
-
-    artifact, case_data = _worker_case(task)
-    doc = discover_task(task, artifact, case_data)
-    return {"scores": doc, **({"faithfulness": faithfulness_figures(*case_data(), doc, task.protocol)}
-                              if task.faithfulness else {})}
-
-
-def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
-    """The edge-scores document of one task. ``artifact`` and ``case_data`` (a callable giving the
-    case's scoring task and pair data) come from the serial loop; a worker loads them itself."""
-    from cbench.discovery import discover, to_edge_scores_document
-
-    if artifact is None:
-        artifact, case_data = _worker_case(task)
-    sc, data = case_data()
-    result = discover(sc.runtime, data, task.method, bench_hyperparameters(task.method, task.case, task.protocol),
-                      progress=False)
-    doc = to_edge_scores_document(result, task.case, _model_ref(artifact), d_model=artifact.config.get("d_model"))
-    doc["model_sha256"] = model_sha256(artifact)
-    return doc
-
-
-def _worker_case(task: BenchTask):
-    from cbench.artifacts.model import read_model_artifact
-    from cbench.runtime.threads import use_cpu_threads
-    from cbench.scoring.task import case_from_artifact, pair_data
-
-    key = (task.case, task.model, task.n_examples, task.sampled, task.seed)
-    if key not in _WORKER_CASES:
-        use_cpu_threads()  # the driver's CBENCH_THREADS: results depend on the thread count
-        artifact = read_model_artifact(task.model) if Path(task.model).is_dir() else _resolve(task.case)[1]
-        sc = case_from_artifact(artifact)
-        data = pair_data(sc, n=task.n_examples, seed=task.seed, sampled=task.sampled)
-        while len(_WORKER_CASES) >= _WORKER_CASES_KEPT:
-            _WORKER_CASES.pop(next(iter(_WORKER_CASES)))
-        _WORKER_CASES[key] = (artifact, (sc, data))
-    artifact, prepared = _WORKER_CASES[key]
-    return artifact, lambda: prepared
-
-
 def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Callable[[str], None]):
     """Write one task's outcome: its scores file, or its one-line failure. The scores document, or
     None for a failure (recorded in ``failures``)."""
@@ -316,31 +206,40 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
 
 
 def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo, protocol=None,
-                faithfulness: bool = False, measured: dict | None = None) -> dict:
+                faithfulness: bool = False, measured: dict | None = None, resolve=None,
+                include_no_signal: bool = False) -> dict:
     """With a parallel executor: run every unfinished (case, method) task on it, longest first,
-    each result written here as it arrives (so a killed run resumes); with ``faithfulness`` the
-    tasks also measure CPR and CMD, kept in ``measured[(case, method)]`` for the scoring loop.
-    {(case, method): error} of the failed."""
+    each result written here as it arrives (so a killed run resumes; the random row's task also
+    makes the baseline's draws, kept in ``measured[(case, "random", "row")]``); then, with
+    ``faithfulness``, one task per case measures CPR and CMD of every method's scores
+    (``measured[(case, method)]``; each distinct circuit of the case runs once) for the scoring
+    loop. {(case, method): error} of the failed."""
     from cbench.scoring.executor import progress_line
 
     if executor is None:  # the serial loop runs each task itself
         return {}
-    tasks, cost = [], {}
+    resolve = resolve or _resolve
+    tasks, cost, docs, models = [], {}, {}, {}
     for case_arg in case_list:
         try:
-            label, artifact = _resolve(case_arg)
+            label, artifact = resolve(case_arg)
         except CbenchError:
             continue  # the scoring loop reports it
         if not artifact.circuit:
             continue
+        models[label] = artifact
         for method in method_list:
             path = out / "scores" / label / f"{method}.json"
-            if _load_existing(path, artifact.graph, label, method, artifact.model_kind,
-                              lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
-                              sampled, seed, model_sha256(artifact), protocol) is None:
-                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol, faithfulness)
+            doc = _load_existing(path, artifact.graph, label, method, artifact.model_kind,
+                                 lambda n: n == n_examples or (not sampled and n is not None and n < n_examples),
+                                 sampled, seed, model_sha256(artifact), protocol)
+            if doc is None:
+                task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol,
+                                 random_row=method == "random", include_no_signal=include_no_signal)
                 tasks.append(task)
                 cost[task] = task_cost(task, len(artifact.graph.edges))
+            else:
+                docs.setdefault(label, {})[method] = doc
     tasks.sort(key=lambda t: -cost[t])  # stable: equal costs keep the case and method order
     if getattr(executor, "name", "") == "processes":  # forked workers inherit each case's model and pairs
         for task in {(t.case, t.model): t for t in tasks}.values():
@@ -355,12 +254,29 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
 
     def on_result(task, outcome, done, total):
         echo(progress_line(done, total, f"case {task.case}, {task.method}", outcome, t0))
-        if _store_outcome(out, task, outcome, {}, lambda _: None) is None:
+        doc = _store_outcome(out, task, outcome, {}, lambda _: None)
+        if doc is None:
             failed[(task.case, task.method)] = outcome.error
-        elif measured is not None and "faithfulness" in outcome.value:
-            measured[(task.case, task.method)] = outcome.value["faithfulness"]
+            return
+        docs.setdefault(task.case, {})[task.method] = doc
+        if measured is not None and "random" in outcome.value:
+            measured[(task.case, task.method, "row")] = outcome.value["random"]
 
     executor.map(bench_task, tasks, on_result)
+    if not faithfulness or measured is None:
+        return failed
+    ftasks = [CaseFaithfulnessTask(label, str(models[label].path), n_examples, sampled, seed, protocol,
+                                   tuple((m, per[m]) for m in method_list if m in per))
+              for label, per in docs.items() if label in models]
+    ftasks.sort(key=lambda t: -len(models[t.case].graph.edges) * len(t.docs))
+    t0 = time.perf_counter()
+
+    def on_faith(task, outcome, done, total):
+        echo(progress_line(done, total, f"case {task.case}, CPR and CMD", outcome, t0))
+        if outcome.ok:
+            measured.update({(task.case, m): v for m, v in outcome.value.items()})
+
+    executor.map(faithfulness_task, ftasks, on_faith)
     return failed
 
 
@@ -377,9 +293,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     of every (case, method) (MIB's faithfulness integrals, ``results.faithfulness``; with an executor,
     measured in its tasks). ``figures``: write the PNG figures (``cbench report`` draws its own:
     the demo leaves them to it)."""
-    from cbench.scoring.edge_signal import no_signal_edges
     from cbench.scoring.executor import run_task
-    from cbench.scoring.mib_neurons import faithfulness_figures
+    from cbench.scoring.mib_neurons import faithfulness_figures_of
     from cbench.scoring.progress import Progress
     from cbench.scoring.stress_tier import class_aurocs, class_sub_resolution, is_stress
     from cbench.scoring.ground_truth import circuit_edge_names, score_against_truth
@@ -391,8 +306,20 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     created = missing_directories(out_dir)  # taken back when nothing could be scored
     out = make_output_directory(out_dir, "--out", echo=lambda s: print(s, file=sys.stderr))
     measured_faith: dict = {}  # (case, method) -> CPR and CMD measured in the executor's tasks
+    resolved: dict = {}  # case argument -> (label, artifact) or the error: each case resolved once
+
+    def resolve(case_arg):
+        if case_arg not in resolved:
+            try:
+                resolved[case_arg] = _resolve(case_arg)
+            except CbenchError as exc:
+                resolved[case_arg] = exc
+        if isinstance(resolved[case_arg], CbenchError):
+            raise resolved[case_arg]
+        return resolved[case_arg]
+
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol,
-                                  faithfulness, measured_faith)
+                                  faithfulness, measured_faith, resolve, include_no_signal)
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
@@ -414,7 +341,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     kinds: dict[str, str] = {}
     for case_arg in case_list:
         try:
-            label, artifact = _resolve(case_arg)
+            label, artifact = resolve(case_arg)
         except CbenchError as exc:
             echo(f"case {case_arg}: skipped ({exc})")
             failures.setdefault(case_arg, {})["*"] = str(exc)
@@ -445,12 +372,9 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             # the data holds the pairs asked for, or all there are when the dataset has fewer
             return n == requested or (not sampled and n == case_data()[1].n_examples)
 
-        try:
-            sc, data = case_data()
-            marks, origin = no_signal_edges(artifact.circuit, sc.runtime, data, truth)
-        except Exception as exc:  # noqa: BLE001 - no data: every method below fails with the reason
-            marks, origin = {}, f"not derived ({exc})"
+        marks, origin = case_marks(artifact, case_data, truth)
         signal[label] = {"edges": marks, "from": origin}
+        pending_faith: dict = {}  # method -> scores document whose CPR and CMD are still to be measured
 
         for method in method_list:
             prog.start(f"case {label}, {method}")  # a unit left by `continue` is finished by the next start
@@ -465,6 +389,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 failures.setdefault(label, {})[method] = remote_failures[(label, method)]
                 continue
             if doc is None:
+                measured_faith.pop((label, method), None)  # measured on another document
+                measured_faith.pop((label, method, "row"), None)
                 task = BenchTask(label, str(artifact.path), method, n_examples, sampled, seed, protocol)
                 doc = _store_outcome(out, task, run_task(lambda t: discover_task(t, artifact, case_data), task),
                                      failures, echo)
@@ -476,6 +402,10 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 echo(f"case {label}, {method}: not scored ({exc})")
                 failures.setdefault(label, {})[method] = str(exc)
                 continue
+            row = None
+            if method == "random":  # the row at chance: means over many draws, not one draw's figures
+                row = measured_faith.pop((label, method, "row"), None) or random_row(
+                    artifact, truth, marks, int(doc["method"]["hyperparameters"].get("seed", 0)), include_no_signal)
             auroc.setdefault(label, {})[method] = res.edge_auroc
             auroc_raw.setdefault(label, {})[method] = score_against_truth(
                 graph, doc, truth, no_signal=marks, include_no_signal=include_no_signal, floor=False).edge_auroc
@@ -483,8 +413,7 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             if is_stress(artifact.circuit):  # every labelled edge, per class (scoring/stress_tier.py)
                 if method == "random":  # the mean over the same draws as the random row's overall figure
                     per_class.setdefault(label, {})[method] = per_class_raw.setdefault(label, {})[method] = \
-                        random_class_aurocs(graph, artifact.circuit,
-                                            int(doc["method"]["hyperparameters"].get("seed", 0)))
+                        row["per_class"]
                 else:
                     per_class.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit)
                     per_class_raw.setdefault(label, {})[method] = class_aurocs(graph, doc, artifact.circuit,
@@ -492,21 +421,18 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
                 per_class_sub.setdefault(label, {})[method] = class_sub_resolution(graph, doc, artifact.circuit)
                 stress_meta[label] = (artifact.circuit["mechanism"]["kind"], artifact.meta.get("predictions") or {})
             if faithfulness:  # CPR and CMD, every case (the report's columns; the stress tier's tables)
-                faith.setdefault(label, {})[method] = (measured_faith.get((label, method))
-                                                       or faithfulness_figures(*case_data(), doc, protocol))
+                faith.setdefault(label, {})[method] = measured_faith.get((label, method))
+                if faith[label][method] is None:
+                    pending_faith[method] = doc
             promoted.setdefault(label, {})[method] = res.edge_auroc_promoted
-            auroc_mib.setdefault(label, {})[method] = _mib_auroc(graph, doc, truth, method)
-            if method == "random":  # the row at chance: the mean over many draws, not one draw
-                auroc[label][method], promoted[label][method] = (float(x) for x in random_aurocs(
-                    graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)), no_signal=marks,
-                    include_no_signal=include_no_signal).mean(0))
+            auroc_mib.setdefault(label, {})[method] = row["mib"] if row else _mib_auroc(graph, doc, truth, method)
+            if row:
+                auroc[label][method], promoted[label][method] = row["auroc"], row["promoted"]
                 auroc_raw[label][method] = auroc[label][method]
             node_auroc.setdefault(label, {})[method] = None if math.isnan(res.node_auroc) else res.node_auroc
             timings.setdefault(label, {})[method] = doc.get("runtime_s")
             # the panel's number is the table's; the random row's curve is the mean of its draws' curves
-            fpr, tpr = (random_mean_roc(graph, truth, int(doc["method"]["hyperparameters"].get("seed", 0)),
-                                        no_signal=marks, include_no_signal=include_no_signal)
-                        if method == "random" else (res.edge_roc.fpr, res.edge_roc.tpr))
+            fpr, tpr = (row["fpr"], row["tpr"]) if row else (res.edge_roc.fpr, res.edge_roc.tpr)
             rocs.setdefault(label, {})[method] = (fpr, tpr, auroc[label][method])
             if method == "random":  # kept, so that the report draws the same curve without redrawing
                 random_roc[label] = [round(float(v), 6) for v in tpr[1:-1:2]]
@@ -514,6 +440,8 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
             prog.done(f"case {label}, {method}: edge AUROC {auroc[label][method]:.4f} "
                  f"(promoted {promoted[label][method]:.4f}; MIB greedy-pruned "
                  f"{'–' if mib_v is None else format(mib_v, '.4f')})", worked=ran)
+        if pending_faith:  # every method's circuits on this case in one batch, each distinct circuit once
+            faith[label].update(faithfulness_figures_of(*case_data(), pending_faith, protocol))
     prog.close()
     order = sorted(auroc, key=_case_key)
     auroc = {c: auroc[c] for c in order}

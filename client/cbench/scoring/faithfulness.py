@@ -38,7 +38,7 @@ from cbench.scoring.statistics import trapezoid
 
 __all__ = ["SIZE_GRID", "edges_at_size", "circuits_at_sizes", "FaithfulnessCurve", "faithfulness_curve",
            "FaithfulnessResult", "evaluate_faithfulness", "task_metric", "edge_score_vector",
-           "faithfulness_of_circuits"]
+           "faithfulness_of_circuits", "faithfulness_of_circuit_pairs", "circuits_of", "circuit_losses"]
 
 SIZE_GRID: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
@@ -160,7 +160,6 @@ def _curves_of(case, data, mask_sets: Sequence[np.ndarray], grid: Sequence[float
                positional: bool, absolutes: Sequence[bool], _bound, protocol: str) -> list[FaithfulnessCurve]:
     """One :class:`FaithfulnessCurve` per set of circuits, every circuit of every set and the two
     ends in one batch of masks (a circuit that several sets share, and the ends, run once)."""
-    rt = case.runtime
     graph = case.graph
     sets = []
     for masks in mask_sets:
@@ -171,13 +170,44 @@ def _curves_of(case, data, mask_sets: Sequence[np.ndarray], grid: Sequence[float
         sets.append(masks)
     all_masks = np.concatenate([np.zeros((1, graph.n_edges), bool), *sets, np.ones((1, graph.n_edges), bool)])
     metric_fn, _ = _bound if _bound is not None else task_metric(case, data, metric, protocol)
-    with torch.no_grad():
-        outs = rt.run_masks(data.base, torch.as_tensor(all_masks, dtype=torch.float32), source=data.source,
-                            ablation=ablation, reference=data.base, positional=positional)
-        losses = metric_fn(outs).double().cpu().numpy()
+    losses = circuit_losses(case.runtime, data, all_masks, metric_fn, ablation, positional)
     n = len(grid)
     return [_curve(grid, masks, np.concatenate([losses[:1], losses[1 + i * n:1 + (i + 1) * n], losses[-1:]]), absolute)
             for i, (masks, absolute) in enumerate(zip(sets, absolutes))]
+
+
+def circuit_losses(rt, data, masks: np.ndarray, metric_fn, ablation: str = "resample",
+                   positional: bool = True) -> np.ndarray:
+    """The loss (``metric_fn``, one value per circuit) of every circuit of ``masks`` (boolean
+    ``[M, n_edges]``) with the edges outside it ablated. Each distinct circuit runs once, in
+    batches of masks that each start with the empty circuit: the masked pass computes every row
+    of a batch from the batch's first row (:func:`cbench.runtime.masked_forward.masked_pass`), so a
+    circuit's loss is the same to the bit whichever other circuits share its batch -- one
+    method's circuits or every method's of a case."""
+    masks = np.atleast_2d(np.asarray(masks, dtype=bool))
+    distinct: dict[bytes, int] = {}
+    index = np.array([distinct.setdefault(m.tobytes(), len(distinct)) for m in masks])
+    rows = np.stack([np.frombuffer(k, dtype=bool) for k in distinct])
+    tokens = rt.tokens_tensor(data.base)
+    per = 4096 // max(tokens.shape[0], 1)  # masks per pass, the empty circuit included
+    empty = [i for i in range(len(rows)) if not rows[i].any()]
+    rest = [i for i in range(len(rows)) if rows[i].any()]
+    if per < 2 or not rest:  # one circuit per pass
+        batches = [[i] for i in range(len(rows))]
+    else:
+        zero = empty[0] if empty else None
+        batches = [[zero] + rest[s:s + per - 1] for s in range(0, len(rest), per - 1)]
+    out = np.empty(len(rows), dtype=np.float64)
+    with torch.no_grad():
+        ablated = rt.ablated_outputs(tokens, data.source, ablation, data.base, positional)
+        for part in batches:
+            batch = np.stack([np.zeros(rows.shape[1], bool) if i is None else rows[i] for i in part])
+            outs = rt.run_masks(tokens, torch.as_tensor(batch, dtype=torch.float32), ablated=ablated, chunk_size=len(part))
+            losses = metric_fn(outs).double().cpu().numpy()
+            for i, v in zip(part, losses):
+                if i is not None:
+                    out[i] = v
+    return out[index]
 
 
 def _curve(grid: Sequence[float], masks: np.ndarray, losses: np.ndarray, absolute: bool) -> FaithfulnessCurve:
@@ -217,9 +247,25 @@ def evaluate_faithfulness(case, data, scores, ablation: str = "resample", metric
     """CPR (signed-score circuits) and CMD (absolute-score circuits) of one edge-score vector;
     circuits by ``construction`` (``top-n`` or ``greedy``, :mod:`cbench.graph.circuits`) and
     ``protocol`` (``cbench``, or ``mib``: pruned, ``int(k·n)`` edges)."""
+    circuits = tuple(_circuits(case, scores, grid, absolute, construction, protocol) for absolute in (False, True))
+    return faithfulness_of_circuit_pairs(case, data, [circuits], ablation, metric, grid, positional, protocol)[0]
+
+
+def faithfulness_of_circuit_pairs(case, data, pairs: Sequence[tuple[np.ndarray, np.ndarray]], ablation: str = "resample",
+                                  metric: str | None = None, grid: Sequence[float] = SIZE_GRID,
+                                  positional: bool = True, protocol: str = "cbench") -> list[FaithfulnessResult]:
+    """CPR and CMD of several score vectors at once (e.g. every method's on one model), from their
+    (signed-score, absolute-score) circuits at the sizes of ``grid`` (:func:`circuits_of`): every
+    circuit of every pair runs once, each with the same loss as on its own (:func:`circuit_losses`)."""
     bound = task_metric(case, data, metric, protocol)
-    cpr_curve, cmd_curve = _curves_of(case, data, [_circuits(case, scores, grid, absolute, construction, protocol)
-                                                   for absolute in (False, True)],
-                                      grid, ablation, metric, positional, (False, True), bound, protocol)
-    return FaithfulnessResult(cpr_curve.area, cmd_curve.distance, cpr_curve, cmd_curve, ablation,
-                              bound[0].name, data.n_examples)
+    curves = _curves_of(case, data, [m for pair in pairs for m in pair], grid, ablation, metric, positional,
+                        [False, True] * len(pairs), bound, protocol)
+    return [FaithfulnessResult(cpr.area, cmd.distance, cpr, cmd, ablation, bound[0].name, data.n_examples)
+            for cpr, cmd in zip(curves[0::2], curves[1::2])]
+
+
+def circuits_of(case, scores, grid: Sequence[float] = SIZE_GRID, absolute: bool = False, construction: str = "top-n",
+                protocol: str = "cbench") -> np.ndarray:
+    """The circuits at the sizes of ``grid`` that CPR (``absolute=False``) or CMD ranks ``scores``
+    into (raises :class:`~cbench.errors.UsageError` for scores that are not finite numbers)."""
+    return _circuits(case, scores, grid, absolute, construction, protocol)

@@ -40,6 +40,7 @@ from cbench.scoring.faithfulness import (
 
 __all__ = [
     "document_faithfulness",
+    "faithfulness_figures_of",
     "evaluate_neuron_faithfulness",
     "neuron_circuits_at_sizes",
     "neuron_faithfulness_of_circuits",
@@ -158,13 +159,41 @@ def faithfulness_figures(sc, data, doc: dict, protocol: str | None = None) -> di
     """CPR and CMD of one method's scores on one model, as the bench records them (``{"cpr", "cmd",
     "metric"[, "level"]}``, None where not finite or not defined); under the mib protocol NAP's at
     MIB's neuron level, and IOI's with MIB's logit difference."""
+    return faithfulness_figures_of(sc, data, {"": doc}, protocol)[""]
+
+
+def faithfulness_figures_of(sc, data, docs: Mapping[str, dict], protocol: str | None = None) -> dict[str, dict]:
+    """:func:`faithfulness_figures` of several documents on one model (e.g. every method's), keyed as
+    ``docs``: their edge-level circuits run in one batch, each distinct circuit once (the figures
+    are those of each document on its own, :func:`cbench.scoring.faithfulness.circuit_losses`)."""
     import math
 
-    try:
-        res, level = document_faithfulness(sc, data, doc, protocol=protocol or "cbench",
-                                           construction="auto" if protocol == "mib" else "top-n")
-    except CbenchError:
-        return {"cpr": None, "cmd": None}
+    from cbench.discovery import METHODS
+    from cbench.scoring.faithfulness import circuits_of, edge_score_vector, faithfulness_of_circuit_pairs
+
     clean = lambda x: float(x) if math.isfinite(x) else None  # noqa: E731
-    return {"cpr": clean(res.cpr), "cmd": clean(res.cmd), "metric": res.metric,
-            **({"level": level} if level != "edge" else {})}
+    figures = lambda res, level: {"cpr": clean(res.cpr), "cmd": clean(res.cmd), "metric": res.metric,  # noqa: E731
+                                  **({"level": level} if level != "edge" else {})}
+    out: dict[str, dict] = {}
+    pairs: dict[str, tuple] = {}
+    for key, doc in docs.items():
+        try:
+            if protocol == "mib" and neuron_scores_of(sc.graph, doc, sc.runtime.d_model) is not None:
+                out[key] = figures(*document_faithfulness(sc, data, doc, protocol="mib", construction="auto"))
+                continue
+            construction = "top-n"
+            if protocol == "mib":  # what the method needs: greedy for IFR (MIB's run_evaluation.py), else top-n
+                spec = METHODS.get(str((doc.get("method") or {}).get("name")))
+                construction = spec.construction if spec is not None else "top-n"
+            scores = edge_score_vector(sc.graph, doc)
+            pairs[key] = tuple(circuits_of(sc, scores, absolute=absolute, construction=construction,
+                                           protocol=protocol or "cbench") for absolute in (False, True))
+        except CbenchError:
+            out[key] = {"cpr": None, "cmd": None}
+    if pairs:
+        try:
+            results = faithfulness_of_circuit_pairs(sc, data, list(pairs.values()), protocol=protocol or "cbench")
+            out.update({key: figures(res, "edge") for key, res in zip(pairs, results)})
+        except CbenchError:
+            out.update({key: {"cpr": None, "cmd": None} for key in pairs})
+    return {key: out[key] for key in docs}
