@@ -123,3 +123,26 @@ def test_config_rows_read_from_parquet_equal_the_datasets_library_rows(tmp_path,
     (snap_dir / "case-3" / "validation-1.parquet").write_bytes(b"PAR1 not parquet")
     with pytest.raises(CbenchError, match="cannot read the dataset"):
         config_rows(snap, "case-3", "validation")
+
+
+def test_rows_of_a_table_convert_as_the_rows_themselves():
+    # the bench reads 100 of a split's thousands of rows: from a pyarrow table only those become
+    # Python objects, and the lengths of all (which set the padded width) are read column-wise
+    import pyarrow as pa
+
+    from cbench.tasks.data import from_table
+
+    rows = [{"base_ids": [0, 4, 1, 4][: 2 + i % 3], "source_ids": [0, 1, 1, 1, 2][: 2 + i % 3 + (i == 5)],
+             "base_label": [1.0, 0.5, 2 / 3][: 1 + i % 3]} for i in range(9)]
+    for meta in (META, dict(META, causal=False), dict(META, causal=False, exactness={"pad_exact": True})):
+        for limit in (None, 4):
+            a = from_rows(rows, meta, "validation", limit=limit)
+            b = from_table(pa.Table.from_pylist(rows), meta, "validation", limit=limit)
+            assert b.base.shape[1] == 5 or meta is not META
+            for x, y in ((a.base, b.base), (a.source, b.source), (a.labels, b.labels), (a.valid, b.valid)):
+                assert torch.equal(x, y)
+    with pytest.raises(UsageError, match="row 1: the source is shorter than the base"):
+        from_table(pa.Table.from_pylist([rows[0], dict(rows[1], source_ids=[0])]), META, "train", limit=1)
+    # rows without ids (token strings) take the row-by-row path
+    tokens = [{"base_tokens": ["a", "b"], "source_tokens": ["c", "x"], "base_label": [1.0, 0.0]}]
+    assert from_table(pa.Table.from_pylist(tokens), META, "train").base.tolist() == [[0, 1, 2]]

@@ -153,6 +153,12 @@ def config_rows(snap, config: str, split: str) -> list[dict] | None:
     files (the rows ``datasets.load_dataset`` gives, without building an Arrow cache: the bench
     reads one config per case), or None when the card does not name local parquet files for it
     (then use :func:`open_dataset`)."""
+    table = config_table(snap, config, split)
+    return None if table is None else table.to_pylist()
+
+
+def config_table(snap, config: str, split: str):
+    """:func:`config_rows` as one pyarrow table (None likewise)."""
     files = _data_files(_card_front_matter(snap.path)).get(config, {}).get(split)
     paths = [snap.path / f for f in files or []]
     if not paths or not all(f.endswith(".parquet") and not any(c in f for c in "*?[") for f in files) \
@@ -162,7 +168,7 @@ def config_rows(snap, config: str, split: str) -> list[dict] | None:
     import pyarrow.parquet as pq
 
     try:
-        return pa.concat_tables([pq.read_table(p) for p in paths]).to_pylist()
+        return pa.concat_tables([pq.read_table(p) for p in paths])
     except (OSError, pa.ArrowException) as exc:
         msg = str(exc).splitlines()[0][:200] if str(exc) else ""
         raise CbenchError(f"{snap.repo_id}@{snap.tag or snap.sha[:12]}: cannot read the dataset "

@@ -117,7 +117,8 @@ def _ids(seq: Sequence, n_vocab: int, row: int, dataset: str | None) -> list[int
 
 
 def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str | None = None,
-              revision: str | None = None, limit: int | None = None) -> TaskData:
+              revision: str | None = None, limit: int | None = None,
+              id_lengths: Sequence[tuple[int, int]] | None = None) -> TaskData:
     """TaskData from ``cbench/counterfactuals`` rows: ``base_ids``/``source_ids`` (BOS first) and
     ``base_label`` (one label per position after BOS).
 
@@ -130,18 +131,24 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
 
     ``limit``: only the first ``limit`` rows kept are converted (and their tokens checked); the
     padded width is still that of every kept row, so the result equals the first ``limit`` rows
-    of the whole conversion (:meth:`TaskData.subset`) at a fraction of the cost."""
+    of the whole conversion (:meth:`TaskData.subset`) at a fraction of the cost. ``id_lengths``:
+    the lengths of every row's ``base_ids`` and ``source_ids`` when every row has both (then only
+    the rows converted are read from ``rows``: :func:`from_table`)."""
     tokens = list(meta["input_tokens"])
     bos, pad, _ = _token_ids(meta)
     lengths = []  # (base, source) lengths with BOS, of every row
-    for i, r in enumerate(rows):
-        b, s = r.get("base_ids"), r.get("source_ids")
-        extra = 0
-        if b is None or s is None:
-            b, s, extra = r.get("base_tokens"), r.get("source_tokens"), 1  # BOS comes with the encoding
+    for i in range(len(rows)):
+        if id_lengths is not None:  # given: every row has base_ids and source_ids
+            lb, ls = id_lengths[i]
+        else:
+            r = rows[i]
+            b, s = r.get("base_ids"), r.get("source_ids")
+            extra = 0
             if b is None or s is None:
-                raise UsageError(f"counterfactual row {i} has no base/source inputs")
-        lb, ls = len(b) + extra, len(s) + extra
+                b, s, extra = r.get("base_tokens"), r.get("source_tokens"), 1  # BOS comes with the encoding
+                if b is None or s is None:
+                    raise UsageError(f"counterfactual row {i} has no base/source inputs")
+            lb, ls = len(b) + extra, len(s) + extra
         if ls < lb:
             raise UsageError(f"counterfactual row {i}: the source is shorter than the base "
                              f"({ls - 1} vs {lb - 1} tokens); a source must be at least as long")
@@ -201,6 +208,36 @@ def from_rows(rows: Sequence[Mapping], meta: Mapping, split: str, dataset: str |
                     revision=revision, info={"origin": "counterfactuals"})
 
 
+def from_table(table, meta: Mapping, split: str, dataset: str | None = None, revision: str | None = None,
+               limit: int | None = None) -> TaskData:
+    """:func:`from_rows` of the rows of a pyarrow table, the same TaskData: where every row has
+    ``base_ids`` and ``source_ids`` their lengths are read column-wise and only the rows converted
+    become Python objects (a case's split has thousands of rows, the bench reads 100)."""
+    import pyarrow.compute as pc
+
+    names = set(table.column_names)
+    if not {"base_ids", "source_ids"} <= names or table.column("base_ids").null_count \
+            or table.column("source_ids").null_count:
+        return from_rows(table.to_pylist(), meta, split, dataset=dataset, revision=revision, limit=limit)
+    lb = (pc.list_value_length(table.column("base_ids")).to_numpy() + 0).tolist()
+    ls = (pc.list_value_length(table.column("source_ids")).to_numpy() + 0).tolist()
+    return from_rows(_LazyRows(table), meta, split, dataset=dataset, revision=revision, limit=limit,
+                     id_lengths=list(zip(lb, ls)))
+
+
+class _LazyRows:
+    """The rows of a pyarrow table as a sequence of dicts, each converted when read."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, i: int) -> dict:
+        return self.table.slice(i, 1).to_pylist()[0]
+
+
 def load_task_data(case: str, meta: Mapping, split: str = "validation", n_examples: int | None = None,
                    seed: int = 0, use_dataset: bool = True, offline: bool | None = None) -> TaskData:
     """The case's counterfactual pairs for ``split`` (``cbench/counterfactuals``, config
@@ -224,7 +261,7 @@ def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_
     as TaskData, pulled from the hub when not cached; ``n_examples`` caps the pairs. Every way it
     can fail is one clear error naming ``subject`` and the ``--sampled`` way out."""
     from cbench.errors import CbenchError
-    from cbench.hub.loading import config_rows, config_snapshot, dataset_splits, open_dataset
+    from cbench.hub.loading import config_snapshot, config_table, dataset_splits, open_dataset
 
     advice = "pass --sampled to use input pairs sampled from meta.json instead"
     try:  # the card and this config's files only (the whole snapshot when it is cached)
@@ -239,12 +276,13 @@ def counterfactual_rows(dataset: str, config: str, meta: Mapping, split: str, n_
         raise UsageError(f"--split {split!r}: cbench/{dataset} config {config} has the splits "
                          f"{', '.join(splits)}")
     try:
-        rows = config_rows(snap, config, split)
-        if rows is None:
-            rows = open_dataset(snap, config, split=split).to_list()
+        table = config_table(snap, config, split)
+        rows = open_dataset(snap, config, split=split).to_list() if table is None else None
     except CbenchError:
         raise
     except Exception as exc:  # noqa: BLE001 - datasets' own errors: one line, the same advice
         raise UsageError(f"{subject}: the {dataset} dataset could not be read "
                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); {advice}") from None
+    if table is not None:
+        return from_table(table, meta, split, dataset=f"cbench/{dataset}", revision=revision, limit=n_examples)
     return from_rows(rows, meta, split, dataset=f"cbench/{dataset}", revision=revision, limit=n_examples)
