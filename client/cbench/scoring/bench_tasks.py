@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cbench.errors import CbenchError
 
+
 def _resolve(case: str):
     """(label, artifact) for a case id, case name or artifact directory."""
     from cbench.artifacts.model import read_model_artifact
@@ -36,7 +37,6 @@ def _resolve(case: str):
     return art.case, art
 
 
-
 def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -> dict:
     """What the bench passes to ``method`` on ``case``: the defaults, except that the random
     baseline draws with a seed of its own per case (one seed everywhere would give every graph of
@@ -49,7 +49,6 @@ def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -
 
         return {"seed": zlib.crc32(f"cbench-bench-random:{case}".encode()) % (2**31)}
     return {}
-
 
 
 def model_sha256(artifact) -> str | None:
@@ -65,7 +64,6 @@ def _model_ref(artifact) -> dict:
 
     repo, revision = snapshot_of_path(artifact.path) or (None, None)
     return {"repo": repo, "revision": revision, "kind": artifact.model_kind}
-
 
 
 @dataclass(frozen=True)
