@@ -109,3 +109,56 @@ def test_a_llama_3_1_8b_sized_graph_is_within_the_cap():
     assert Graph.edge_count(32, 32) == 1_592_881 <= MAX_EDGES  # Llama-3.1-8B: 32 layers x 32 query heads
     with pytest.raises(GraphError, match="more than the 2000000 cbench builds a graph for"):
         Graph(80, 64)  # Llama-3.1-70B's graph (about 40 M edges) is refused before it is built
+
+
+def test_near_tie_rows_are_rerun_after_the_gradient_pass_not_during_it(llama):
+    """EAP's metric against the clean argmax (ce without labels) reruns the rows whose two largest
+    logits nearly tie in the model's own arithmetic, a full forward (TransformerLens copies W_U: 2 GB
+    at Llama-3.1-8B's vocabulary). It runs once the gradient pass's graph (and the weight copies it
+    saved) is gone, then the pass again: nothing autograd saved is alive during the rerun, and the
+    scores are those of the reference the rerun gives."""
+    import copy
+
+    from cbench.runtime import CircuitRuntime
+    from cbench.runtime.clean_pass import near_tie_rows
+    from cbench.discovery.base import prepare
+
+    model = copy.deepcopy(llama.model)
+    with torch.no_grad():  # token 5 made to lead often, and token 7's unembedding made token 5's: they tie
+        model.unembed.b_U[5] += 3.0 * model.unembed.b_U.std()
+        model.unembed.W_U[:, 7] = model.unembed.W_U[:, 5]
+        model.unembed.b_U[7] = model.unembed.b_U[5]
+    rt = CircuitRuntime(model)
+    data = llama.data
+    with torch.no_grad():
+        assert len(near_tie_rows(rt.clean(data.base), data.valid)) > 0
+    live, at_rerun = [0], []
+
+    class Saved:
+        def __init__(self, t):
+            self.t = t.detach()  # (the tensor itself may be the saving node's output: a cycle)
+            live[0] += 1
+
+        def __del__(self):
+            live[0] -= 1
+
+    real = CircuitRuntime.clean_for_reference
+
+    def watched(self, *a, **k):
+        at_rerun.append(live[0])
+        return real(self, *a, **k)
+
+    CircuitRuntime.clean_for_reference = watched
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(Saved, lambda p: p.t):
+            got = discover(rt, data, "eap", {}, metric="ce", progress=False)
+    finally:
+        CircuitRuntime.clean_for_reference = real
+    assert at_rerun == [0]  # one rerun, with nothing of the gradient pass alive
+    # the scores: -(clean - ablated) . d metric / d input with the exact argmax as the reference,
+    # against the same with the reference from a separate clean pass (its near-tie rows rerun too)
+    ctx = prepare(rt, data, "eap", "ce")
+    grad, _ = rt.edge_mask_gradient(data.base, ctx.metric, data.source)
+    want = -grad.detach().double().cpu().numpy()
+    scale = np.abs(want).max()
+    assert scale > 1e-4 and np.abs(got.scores - want).max() <= 1e-4 * scale

@@ -21,6 +21,7 @@ from cbench.errors import UsageError
 from cbench.graph.graph import Graph
 from cbench.tasks.metrics import Metric, check_metric, default_metric, make_metric, metric_slice
 from cbench.runtime import ABLATIONS, CircuitRuntime, as_runtime
+from cbench.runtime.clean_pass import near_tie_rows
 from cbench.tasks.data import TaskData
 
 
@@ -138,15 +139,24 @@ class Context:
             self._clean = (self.reference_outputs(base, res.output), res.acts)
         return self._clean
 
+    @property
+    def argmax_reference(self) -> bool:
+        """Whether the metric's reference is the clean model's argmax (ce without labels), whose
+        near-tie rows :meth:`reference_outputs` reruns in the model's own arithmetic."""
+        return self.data.task_type == "categorical" and self.metric_labels is None and self.metric_name == "ce"
+
     def reference_outputs(self, tokens: torch.Tensor, outputs: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Clean ``outputs`` of a fused pass over ``tokens`` (examples ``start..``) as the metric's
         reference: where that is the clean argmax (ce without labels), rows near a tie are rerun
         in the model's own arithmetic (:meth:`CircuitRuntime.clean_for_reference`)."""
         outputs = outputs.detach()
-        if self.data.task_type == "categorical" and self.metric_labels is None and self.metric_name == "ce":
-            valid = None if self.data.valid is None else self.data.valid[start:start + len(tokens)]
-            return self.runtime.clean_for_reference(tokens, outputs, valid)
+        if self.argmax_reference:
+            return self.runtime.clean_for_reference(tokens, outputs, self.valid_rows(start, len(tokens)))
         return outputs
+
+    def valid_rows(self, start: int, n: int):
+        """``data.valid`` of examples ``start .. start + n`` (None when every position counts)."""
+        return None if self.data.valid is None else self.data.valid[start:start + n]
 
     @property
     def metric(self) -> Metric:
@@ -229,19 +239,44 @@ def clean_point_gradients(ctx: Context, start: int, stop: int, ablated: torch.Te
     rt = ctx.runtime
     tokens = rt.tokens_tensor(ctx.data.base[start:stop])
     own = ctx._clean is None
+    exact: dict = {}  # the reference, once near-tie rows were rerun
 
     def metric_fn(out):
         if not own:
             m = metric_slice(ctx.metric, start, stop)
             return m.same_pass(out, out) if same_pass else m(out)
-        m = ctx.metric_for(ctx.reference_outputs(tokens, out, start), start, stop)  # (labels live where it does)
+        ref = exact.get("reference")
+        if ref is None:
+            ref = out.detach()
+            if ctx.argmax_reference and len(near_tie_rows(ref, ctx.valid_rows(start, len(tokens)))):
+                raise _RerunNearTies(ref)
+        m = ctx.metric_for(ref, start, stop)  # (labels live where it does)
         return m.same_pass(out, out) if same_pass else m(out)
 
     if not own:
         grads, _ = rt.input_gradients(tokens, metric_fn, ablated=ablated)
         return grads, ctx.clean_acts[:, start:stop]
+    try:
+        grads, _, acts = rt.input_gradients(tokens, metric_fn, ablated=ablated, first_block_acts=True)
+        return grads, acts
+    except _RerunNearTies as e:
+        outputs = e.outputs
+    # Near-tie rows are rerun in the model's own arithmetic, a full forward (with TransformerLens's
+    # copy of W_U, 2 GB at Llama-3.1-8B's vocabulary): not while the pass's graph holds its own
+    # copies, but after it is gone (it went with the exception), then the pass again with that
+    # reference. The same numbers as rerunning inside the pass; the peak the larger of the two.
+    exact["reference"] = ctx.reference_outputs(tokens, outputs, start)
+    del outputs
     grads, _, acts = rt.input_gradients(tokens, metric_fn, ablated=ablated, first_block_acts=True)
     return grads, acts
+
+
+class _RerunNearTies(Exception):
+    """Raised by a gradient pass's metric when its argmax reference has near-tie rows to rerun."""
+
+    def __init__(self, outputs: torch.Tensor):
+        super().__init__("near-tie rows to rerun")
+        self.outputs = outputs
 
 
 def ablates(method: str) -> bool:

@@ -99,15 +99,22 @@ def clean_for_reference(rt: ModelState, tokens: torch.Tensor, outputs: torch.Ten
     (:func:`clean`), so the clean model's argmax is the model's own; other rows as given.
     Tracr models tie exactly; a random or trained model rarely comes close, and then nothing
     is rerun."""
-    if outputs.shape[-1] < 2:
-        return outputs
-    top = outputs.topk(2, dim=-1).values
-    near = (top[..., 0] - top[..., 1]) <= TIE_RTOL * (1.0 + top[..., 0].abs())
-    if valid is not None:
-        near &= torch.as_tensor(valid, device=near.device).bool()
-    rows = near.any(-1).nonzero().flatten()
+    rows = near_tie_rows(outputs, valid)
     if len(rows) == 0:
         return outputs
     out = outputs.clone()
     out[rows] = clean(rt, tokens[rows])
     return out
+
+
+@torch.no_grad()
+def near_tie_rows(outputs: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+    """The rows of ``outputs [B, P, V]`` whose two largest logits are within ``TIE_RTOL`` at a
+    valid position: those :func:`clean_for_reference` reruns (empty when ``V < 2``)."""
+    if outputs.shape[-1] < 2:
+        return torch.zeros(0, dtype=torch.long, device=outputs.device)
+    top = outputs.topk(2, dim=-1).values
+    near = (top[..., 0] - top[..., 1]) <= TIE_RTOL * (1.0 + top[..., 0].abs())
+    if valid is not None:
+        near &= torch.as_tensor(valid, device=near.device).bool()
+    return near.any(-1).nonzero().flatten()
