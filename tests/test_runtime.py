@@ -112,15 +112,22 @@ def test_run_masks_runs_each_distinct_mask_once_and_keeps_the_order(setup, monke
 def test_single_edge_masks_take_the_sparse_differences_to_the_bit(setup, monkeypatch):
     """Activation patching's batches (one edge zeroed per mask, started at a destination from the
     clean outputs before it): the masked pass adds each mask's difference from the batch's first
-    row from its few non-zero terms; the outputs equal the dense update's to the bit."""
+    row from its few non-zero terms, and computes the rows whose inputs are still equal (their
+    edges lie further on) once; the outputs equal the dense update's on every row to the bit."""
     model, rt, base, source = setup
     from cbench.runtime import masked_forward
+
+    attended = []
+    real_attention = masked_forward.attention
+    monkeypatch.setattr(masked_forward, "attention", lambda r, layer, x, *a, **k: attended.append(x.shape[0])
+                        or real_attention(r, layer, x, *a, **k))
 
     with torch.no_grad():
         _clean_out, clean, ablated = rt.paired_outputs(base, source)
     order = torch.as_tensor(rt.graph.edge_backward).argsort(stable=True)
     real = masked_forward.few_differences
-    for idx in (order[:5], order[3:11], order[-4:]):
+    saved = []
+    for idx in (order[:5], order[3:11], order[-4:], torch.cat([order[:2], order[-7:]])):
         masks = torch.ones(len(idx), rt.n_edges)
         masks[torch.arange(len(idx)), idx] = 0.0
         start = int(rt.graph.edge_backward[int(idx[0])])
@@ -128,10 +135,16 @@ def test_single_edge_masks_take_the_sparse_differences_to_the_bit(setup, monkeyp
         taken = []
         monkeypatch.setattr(masked_forward, "few_differences", lambda dm: taken.append(real(dm)) or taken[-1])
         with torch.no_grad():
+            attended.clear()
             sparse = rt.run_masks(base, masks, **kwargs)
+            fewer = list(attended)
             monkeypatch.setattr(masked_forward, "few_differences", lambda dm: None)
+            attended.clear()
             dense = rt.run_masks(base, masks, **kwargs)
         assert any(t is not None for t in taken) and torch.equal(sparse, dense)
+        assert sum(fewer) <= sum(attended) and all(rows == len(idx) * base.shape[0] for rows in attended)
+        saved.append(sum(fewer) < sum(attended))
+    assert any(saved)  # rows computed once for a class of equal inputs
 
 
 def test_node_mask_equals_masking_outgoing_edges(setup):

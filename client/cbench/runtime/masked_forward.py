@@ -200,6 +200,8 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         return cols.stop - cols.start if isinstance(cols, slice) else int(cols.numel())
 
     def gather_lowrank(cols, n_src: int) -> torch.Tensor:
+        if classes is not None:
+            return gather_classes(cols, n_src)
         k = ncols(cols)
         n_sh = 0 if shared is None else shared.shape[0]
         x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
@@ -223,6 +225,34 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
                 d = d + torch.einsum("cfj,fnpd->cnpjd", dm[:, :n_sh], shared)
             x = x.index_add(3, idx, d)
         return x.reshape(B, P, k, D)
+
+    def gather_classes(cols, n_src: int) -> torch.Tensor:
+        """:func:`gather_lowrank` of one row per class of equal inputs (``[U * n, P, k, D]``)."""
+        k = ncols(cols)
+        n_sh = 0 if shared is None else shared.shape[0]
+        reps, sparse = classes.refine(cols)
+        U = reps.shape[0]
+        x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
+        if shared is not None:
+            x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
+        x = x[None]  # [1, n, P, k, D]
+        own = chunks.first(n_src - n_sh) if chunks else None
+        if own is not None and own.shape[0]:
+            a = own.reshape(own.shape[0], C, n, P, D).index_select(1, reps)
+            x = x + torch.einsum("cfk,fcnpd->cnpkd", M.index_select(0, reps)[:, n_sh:n_src, cols], a)
+        else:
+            x = x.expand(U, -1, -1, -1, -1)
+        if sparse is not None:
+            x = add_differences(x, sparse, abl.expand(-1, n, -1, -1), shared, n_sh)
+        return x.reshape(U * n, P, k, D)
+
+    def rows(out: torch.Tensor, dim: int) -> torch.Tensor:
+        """Outputs of one row per class (``U * n`` along ``dim``) as every row's (``B``)."""
+        if classes is None:
+            return out
+        shape = list(out.shape)
+        split = out.reshape(*shape[:dim], -1, n, *shape[dim + 1:]).index_select(dim, classes.row_class())
+        return split.reshape(*shape[:dim], B, *shape[dim + 1:])
 
     def gather(cols, n_src: int) -> torch.Tensor:
         """Inputs ``[B, P, k, D]`` of the destinations in ``cols`` (a slice or an index tensor)
@@ -262,6 +292,13 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         if alive.dim() == 2:
             alive = alive.any(0)
         alive = alive.tolist()
+    # Single-edge masks (activation patching): rows whose inputs so far are equal (their masks
+    # differ only at later destinations) have equal node outputs, computed once
+    classes = None
+    if lowrank and not keep_acts and not M.requires_grad and (alive is None or all(alive)):
+        entries = few_differences(DM)
+        if entries is not None:
+            classes = _RowClasses(C, entries, M.shape[-1])
 
     for layer in range(layer0, L):
         base_col = layer * rt.per_layer_bwd
@@ -272,7 +309,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
                     else [h for h in range(H) if alive[n_src + h]])
             if len(live) == H:
                 x = gather(slice(base_col, base_col + 3 * H), n_src) + biases.attn[layer]
-                chunks.append(post_heads(rt, layer, attention(rt, layer, x)))  # [H, B, P, D]
+                chunks.append(rows(post_heads(rt, layer, attention(rt, layer, x)), 1))  # [H, B, P, D]
             else:
                 heads = torch.zeros(H, B, P, D, dtype=rt.dtype, device=rt.device)
                 if live:
@@ -289,10 +326,10 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
                 chunks.append(torch.zeros(1, B, P, D, dtype=rt.dtype, device=rt.device))
             else:
                 xm = gather(slice(col, col + 1), n_src_mlp)[:, :, 0] + biases.mlp[layer]
-                chunks.append(mlp(rt, layer, xm)[None])
+                chunks.append(rows(mlp(rt, layer, xm)[None], 1))
     col = L * rt.per_layer_bwd
     xl = gather(slice(col, col + 1), F)[:, :, 0] + biases.logits
-    out = unembed(rt, xl)
+    out = rows(unembed(rt, xl), 0)
     acts = None
     if keep_acts:
         acts = chunks.first(len(chunks))
@@ -342,6 +379,53 @@ def add_differences(x: torch.Tensor, sparse, abl: torch.Tensor, shared: torch.Te
     ci, ji = pairs[:, 0], pairs[:, 1]
     x[ci, :, :, ji] = x[ci, :, :, ji] + d
     return x
+
+
+class _RowClasses:
+    """The rows of a batch of masks (:func:`few_differences`' entries) in classes of equal node
+    outputs so far: all rows start in one class (the same shared prefix and ablated values); a
+    gather splits a class wherever its rows' masks differ in the gathered destinations. A class's
+    inputs are computed for one of its rows (the first), which gives every row of it the same
+    values as computing each row on its own: no operation mixes rows."""
+
+    def __init__(self, C: int, entries, K: int):
+        c, f, j, s, _group, _pairs = entries
+        self.K = K
+        self.by_row: dict[int, list[tuple[int, int, float]]] = {}
+        for ci, fi, ji, si in zip(c.tolist(), f.tolist(), j.tolist(), s.tolist()):
+            self.by_row.setdefault(ci, []).append((fi, ji, si))
+        self.cls = [0] * C
+        self.sign_dtype, self.device = s.dtype, c.device
+
+    def refine(self, cols):
+        """``(representatives [U], their difference entries in cols or None)`` after splitting
+        the classes by the rows' mask differences in ``cols`` (a slice or an index tensor)."""
+        if isinstance(cols, slice):
+            pos = {j: j - cols.start for j in range(cols.start, cols.stop)}
+        else:
+            pos = {int(j): i for i, j in enumerate(cols.tolist())}
+        keys: dict[tuple, int] = {}
+        reps: list[int] = []
+        cls = []
+        for row, old in enumerate(self.cls):
+            key = (old, tuple(e for e in self.by_row.get(row, ()) if e[1] in pos))
+            if key not in keys:
+                keys[key] = len(reps)
+                reps.append(row)
+            cls.append(keys[key])
+        self.cls = cls
+        found = [(u, f, pos[j], s) for u, row in enumerate(reps) for f, j, s in self.by_row.get(row, ()) if j in pos]
+        reps_t = torch.tensor(reps, dtype=torch.long, device=self.device)
+        if not found:
+            return reps_t, None
+        u, f, j, s = (torch.tensor(v, device=self.device) for v in zip(*found))
+        k = max(pos.values()) + 1
+        pairs_key, group = torch.unique(u * k + j, return_inverse=True)
+        pairs = torch.stack([pairs_key // k, pairs_key % k], 1)
+        return reps_t, (u, f, j, s.to(self.sign_dtype), group, pairs)
+
+    def row_class(self) -> torch.Tensor:
+        return torch.tensor(self.cls, dtype=torch.long, device=self.device)
 
 
 class _NodeOutputs:
