@@ -238,8 +238,9 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         x = x[None]  # [1, n, P, k, D]
         own = chunks.first(n_src - n_sh) if chunks else None
         if own is not None and own.shape[0]:
-            a = own.reshape(own.shape[0], C, n, P, D).index_select(1, reps)
-            x = x + torch.einsum("cfk,fcnpd->cnpkd", M.index_select(0, reps)[:, n_sh:n_src, cols], a)
+            a = own.reshape(own.shape[0], C, n, P, D)
+            Mr = M if U == C else M.index_select(0, reps)  # U == C: every row its own class, in order
+            x = x + torch.einsum("cfk,fcnpd->cnpkd", Mr[:, n_sh:n_src, cols], a if U == C else a.index_select(1, reps))
         else:
             x = x.expand(U, -1, -1, -1, -1)
         if sparse is not None:
@@ -248,7 +249,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
 
     def rows(out: torch.Tensor, dim: int) -> torch.Tensor:
         """Outputs of one row per class (``U * n`` along ``dim``) as every row's (``B``)."""
-        if classes is None:
+        if classes is None or classes.distinct():
             return out
         shape = list(out.shape)
         split = out.reshape(*shape[:dim], -1, n, *shape[dim + 1:]).index_select(dim, classes.row_class())
@@ -423,6 +424,10 @@ class _RowClasses:
         pairs_key, group = torch.unique(u * k + j, return_inverse=True)
         pairs = torch.stack([pairs_key // k, pairs_key % k], 1)
         return reps_t, (u, f, j, s.to(self.sign_dtype), group, pairs)
+
+    def distinct(self) -> bool:
+        """Whether every row is a class of its own (then the representatives are the rows, in order)."""
+        return len(set(self.cls)) == len(self.cls)
 
     def row_class(self) -> torch.Tensor:
         return torch.tensor(self.cls, dtype=torch.long, device=self.device)
