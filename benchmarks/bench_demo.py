@@ -9,7 +9,7 @@ after, since on a shared machine wall time says little by itself.
 
 Goal (issue 35): bench + report <= 60 s on a quiet 2-core machine.
 
-Usage: ``python benchmarks/bench_demo.py [--methods eap,acdc] [--cases 3,4] [--out results.json]``
+Usage: ``python benchmarks/bench_demo.py [--methods eap,acdc] [--cases 3,4] [--out results.json] [--keep DIR]``
 (``CBENCH_HOME`` as set in the environment: a warm cache measures the bench, not the download).
 """
 
@@ -32,9 +32,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=None, help="the demo's cases (default: the demo's 16)")
     ap.add_argument("--methods", default=None, help="the demo's methods (default: every method of the bench)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "demo.json"))
+    ap.add_argument("--keep", default=None, help="keep the demo's results directory here (a new directory; "
+                    "to compare its results.json with another run's)")
     args = ap.parse_args(argv)
+    if args.keep and Path(args.keep).exists():
+        sys.stderr.write(f"error: --keep {args.keep} exists; give a new directory\n")
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "cbench.cli", "demo", "--out", str(Path(tmp) / "demo")]
+        cmd = [sys.executable, "-m", "cbench.cli", "demo", "--out", args.keep or str(Path(tmp) / "demo")]
         if args.cases:
             cmd += ["--cases", args.cases]
         if args.methods:
