@@ -76,3 +76,43 @@ def test_circuits_card_has_dataset_info_and_a_default_config(tmp_path):
     ds = datasets.load_dataset(str(root))  # no config named: the default one
     assert ds["train"].num_rows == rows and "a1.h0->logits" in ds["train"]["edge"]
     assert "## Citation" in card.text and "## Limitations" in card.text
+
+
+def _released(name: str, version: str) -> tuple[dict, dict, dict]:
+    d = RELEASES / "models" / "cbench" / name / version
+    return tuple(json.loads((d / f).read_text()) for f in ("meta.json", "circuit.json", "config.json"))
+
+
+def _loading_examples(text: str) -> list[str]:
+    import re
+
+    section = text.split("## Load without cbench", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r'to_tokens\("(.*)"\)', section)
+
+
+def test_the_stress_and_variables_builders_cards_load_without_cbench_with_a_real_example():
+    """``cbench build stress`` and ``cbench build variables`` render the loading section with the
+    example input the re-release gives (the stress tier's 31 dense-floor cards said
+    ``to_tokens("")``: no example at all; the variables card had no section), so a re-release would
+    change nothing in them."""
+    from cbench_builders.release.cards import example_input, refresh_card
+    from cbench_builders.stress.build import card as stress_card
+    from cbench_builders.stress.registry import DESIGNS as STRESS
+    from cbench_builders.variables.build import card as variables_card
+    from cbench_builders.variables.designs import design
+    from cbench.verify.gates import Gate, VerifyReport
+
+    def report(meta):
+        return VerifyReport(meta["case"], meta["model_kind"], [
+            Gate(n, p, g[p], g["op"], g["threshold"], g["passed"])
+            for n, g in meta["gates"].items() for p in ("validation", "fresh") if p in g], [])
+
+    meta, circuit, config = _released("stress-or-6", "v1.0.0")
+    text = stress_card(STRESS["or-6"](), meta, circuit, report(meta), config)
+    assert _loading_examples(text) == [example_input(meta)] * 2 and example_input(meta) == "a b c"
+    assert refresh_card(text, meta, "cbench/stress-or-6") == (text, [])
+    meta, circuit, config = _released("var-shared-1", "v1.0.0")
+    text = variables_card(design("var-shared-1"), meta, circuit, report(meta), config, {"m0": {"fvu": 0.01}})
+    assert text.index("## Use") < text.index("## Load without cbench") < text.index("## Limitations")
+    assert _loading_examples(text) == [example_input(meta)] * 2 and example_input(meta)
+    assert refresh_card(text, meta, "cbench/var-shared-1") == (text, [])

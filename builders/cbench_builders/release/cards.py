@@ -207,10 +207,15 @@ def with_hub_metadata(template: str, text: str, context: dict, data_root: Path |
     return f"---\n{card_data.to_yaml()}\n---\n{body}"
 
 
+# model cards with the "Load without cbench" section (cards/_loading.md.j2), which needs an example input
+LOADING_TEMPLATES = MODEL_TEMPLATES | {"stress_model", "variables_model"}
+
+
 def _model_defaults(template: str, context: dict) -> dict:
     """``kind`` and an ``example_input`` (tokens of the vocabulary, BOS and PAD left out) for the
-    model cards' shared sections."""
-    if template not in MODEL_TEMPLATES:
+    model cards' shared sections (the stress and variables tiers' cards rendered the loading
+    section's example as an empty string before they were given one here)."""
+    if template not in LOADING_TEMPLATES:
         return context
     from cbench.artifacts.tokenizer import token_string
 
@@ -326,9 +331,12 @@ def refresh_card(text: str, meta: dict, repo: str, prompt: str | None = None,
         if new != old:
             body = body[:start] + new + "\n\n" + body[end:].lstrip("\n")
             old_example = re.findall(r'to_tokens\("(.*)"\)', old)
-            what = ["the TransformerLens 4.x code runs on its own (it reused names the 3.x block imports)"]
-            if old_example and old_example[0] != example_input(meta, prompt):
-                what.append(f"the example input is {example_input(meta, prompt)!r} (it was {old_example[0]!r})")
+            example = example_input(meta, prompt)
+            what = []
+            if not old_example or old.replace(f'to_tokens("{old_example[0]}")', f'to_tokens("{example}")') != new:
+                what.append("the TransformerLens 4.x code runs on its own (it reused names the 3.x block imports)")
+            if old_example and old_example[0] != example:
+                what.append(f"the example input is {example!r} (it was {old_example[0]!r})")
             changes.append("; ".join(what))
     elif meta.get("input_tokens"):  # a card without the section
         new = loading_section(meta, repo, bridge_problem, prompt)
