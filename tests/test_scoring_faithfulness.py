@@ -95,3 +95,5 @@ def test_every_circuit_has_its_own_loss_whatever_shares_its_batch(toy, monkeypat
     metric_fn, _ = F.task_metric(case, data)
     batched = F.circuit_losses(case.runtime, data, masks, metric_fn)
     assert batched.tolist() == [F.circuit_losses(case.runtime, data, m[None], metric_fn)[0] for m in masks]
+    monkeypatch.setattr(F, "_BATCH_FLOATS", 1)  # two masks a batch: small circuits alone with the empty one
+    assert F.circuit_losses(case.runtime, data, masks, metric_fn).tolist() == batched.tolist()

@@ -60,13 +60,15 @@ def run(rt: ModelState, base, source=None, edge_mask=None, node_mask=None, ablat
 def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "resample", reference=None,
               positional: bool = True, ablated: torch.Tensor | None = None, node_masks=None,
               chunk_size: int | None = None, start_slot: int | None = None,
-              prefix: torch.Tensor | None = None) -> torch.Tensor:
+              prefix: torch.Tensor | None = None, every_node: bool = False) -> torch.Tensor:
     """Outputs ``[M, B, P, V]`` for ``M`` edge masks ``[M, n_edges]`` on the same inputs, run
     as batches of (mask x example) rows; ``node_masks`` optional ``[M, n_forward]``.
 
     ``start_slot`` + ``prefix`` (node outputs ``[F, B, P, D]`` of a run whose nodes before
     that backward slot are what every mask would compute, e.g. the clean run when the masks
-    differ only in edges into that slot or later ones): skip recomputing those nodes."""
+    differ only in edges into that slot or later ones): skip recomputing those nodes.
+    ``every_node``: compute every node even where no row keeps an edge out of it (each row's
+    outputs are then those of a batch that keeps every node, whatever else is in this one)."""
     tokens = tokens_tensor(rt, base)
     B, P = tokens.shape
     masks = edge_mask_tensor(rt, edge_masks)
@@ -84,7 +86,7 @@ def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "re
         keep, index = repeated
         return run_masks(rt, tokens, masks[keep], ablated=ablated,
                          node_masks=None if node_masks is None else node_masks[keep], chunk_size=chunk_size,
-                         start_slot=start_slot, prefix=prefix)[index]
+                         start_slot=start_slot, prefix=prefix, every_node=every_node)[index]
     if chunk_size is None:
         chunk_size = max(1, 4096 // max(B, 1))
     outs = []
@@ -96,7 +98,7 @@ def run_masks(rt: ModelState, base, edge_masks, source=None, ablation: str = "re
         if M.dim() == 2:
             M = M[None]
         tok = tokens.repeat(c, 1)  # rows: mask-major, then example
-        out = masked_pass(rt, tok, M, ablated, start_slot=start_slot, prefix=prefix).output
+        out = masked_pass(rt, tok, M, ablated, start_slot=start_slot, prefix=prefix, every_node=every_node).output
         outs.append(out.reshape(c, B, P, -1))
     return torch.cat(outs, 0)
 
@@ -139,7 +141,8 @@ def edge_mask_gradient(rt: ModelState, base, metric_fn: Callable[[torch.Tensor],
 
 
 def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts=False,
-                start_slot: int | None = None, prefix: torch.Tensor | None = None) -> RunResult:
+                start_slot: int | None = None, prefix: torch.Tensor | None = None,
+                every_node: bool = False) -> RunResult:
     """The masked pass. ``M``: [F, K] or [C, F, K] (row c for examples c*B/C ... ).
     ``ablated``: [F, B|B/C|1, P|1, D]. With ``start_slot``/``prefix`` ([n_prefix, B/C, P, D],
     the outputs of the nodes before that slot, shared by all C groups) the pass starts there."""
@@ -288,7 +291,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
     # Nodes whose outgoing edges are all masked to 0 in every row (and no gradient or
     # activations are asked for) contribute nothing of their own: they are not computed.
     alive = None
-    if M is not None and probe is None and not keep_acts and not M.requires_grad:
+    if M is not None and probe is None and not keep_acts and not M.requires_grad and not every_node:
         alive = (M != 0).any(-1)
         if alive.dim() == 2:
             alive = alive.any(0)

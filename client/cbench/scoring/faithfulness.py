@@ -176,33 +176,41 @@ def _curves_of(case, data, mask_sets: Sequence[np.ndarray], grid: Sequence[float
             for i, (masks, absolute) in enumerate(zip(sets, absolutes))]
 
 
+_BATCH_FLOATS = 250_000  # per node output: 1 MB in float32
+
+
 def circuit_losses(rt, data, masks: np.ndarray, metric_fn, ablation: str = "resample",
                    positional: bool = True) -> np.ndarray:
     """The loss (``metric_fn``, one value per circuit) of every circuit of ``masks`` (boolean
     ``[M, n_edges]``) with the edges outside it ablated. Each distinct circuit runs once, in
-    batches of masks that each start with the empty circuit: the masked pass computes every row
-    of a batch from the batch's first row (:func:`cbench.runtime.masked_forward.masked_pass`), so a
-    circuit's loss is the same to the bit whichever other circuits share its batch -- one
-    method's circuits or every method's of a case."""
+    batches of masks that each start with the empty circuit (the masked pass computes every row
+    of a batch from the batch's first row, :func:`cbench.runtime.masked_forward.masked_pass`) and
+    compute every node (as a batch holding the full circuit does; heads computed in a subset
+    round differently), so a circuit's loss is the same to the bit whichever other circuits share
+    its batch -- one method's circuits or every method's of a case. A batch holds about
+    ``_BATCH_FLOATS`` floats per node output (fewer rows ran faster per row on the demo's models)."""
     masks = np.atleast_2d(np.asarray(masks, dtype=bool))
     distinct: dict[bytes, int] = {}
     index = np.array([distinct.setdefault(m.tobytes(), len(distinct)) for m in masks])
     rows = np.stack([np.frombuffer(k, dtype=bool) for k in distinct])
     tokens = rt.tokens_tensor(data.base)
-    per = 4096 // max(tokens.shape[0], 1)  # masks per pass, the empty circuit included
+    B, P = tokens.shape
+    per = 4096 // max(B, 1)  # masks per pass, the empty circuit included: at most 4,096 rows
     empty = [i for i in range(len(rows)) if not rows[i].any()]
     rest = [i for i in range(len(rows)) if rows[i].any()]
     if per < 2 or not rest:  # one circuit per pass
         batches = [[i] for i in range(len(rows))]
     else:
         zero = empty[0] if empty else None
+        per = max(2, min(per, _BATCH_FLOATS // max(B * P * rt.d_model, 1)))
         batches = [[zero] + rest[s:s + per - 1] for s in range(0, len(rest), per - 1)]
     out = np.empty(len(rows), dtype=np.float64)
     with torch.no_grad():
         ablated = rt.ablated_outputs(tokens, data.source, ablation, data.base, positional)
         for part in batches:
             batch = np.stack([np.zeros(rows.shape[1], bool) if i is None else rows[i] for i in part])
-            outs = rt.run_masks(tokens, torch.as_tensor(batch, dtype=torch.float32), ablated=ablated, chunk_size=len(part))
+            outs = rt.run_masks(tokens, torch.as_tensor(batch, dtype=torch.float32), ablated=ablated, chunk_size=len(part),
+                                every_node=len(part) > 1)
             losses = metric_fn(outs).double().cpu().numpy()
             for i, v in zip(part, losses):
                 if i is not None:
