@@ -269,18 +269,12 @@ def _fetch_config(cache, res, remote, config: str):
 
     from cbench.hub.cache import Snapshot, repo_folder_name
     from cbench.hub.cache_verify import record_of
-    from cbench.hub.pull import _download_error, _served, verify_snapshot
-    from cbench.hub.remote import _quiet_hf, _token_for
+    from cbench.hub.pull import _download_error, endpoint_of, verify_snapshot
+    from cbench.hub.remote import _token_for
 
-    with contextlib.ExitStack() as stack:
-        server = _served(stack, remote)
-        _quiet_hf()
+    with endpoint_of(remote) as ep:
         from huggingface_hub import hf_hub_download, snapshot_download
 
-        ep = remote.endpoint
-        if server is not None:
-            server.wait_ready()
-            ep = server.endpoint
         with cache.staging() as staging:
             kw = dict(repo_type="dataset", revision=res.sha, endpoint=ep, cache_dir=str(staging), token=_token_for(ep))
             try:

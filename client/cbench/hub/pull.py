@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -339,32 +340,9 @@ def from_cache(name: str, revision: str | None, repo_type: str, cache: Cache, re
 
 
 def _download(res: Resolved, remote: Remote, cache: Cache) -> Snapshot:
-    with contextlib.ExitStack() as stack:
-        server = _served(stack, remote)
-        snap = _download_from(res, remote, cache, server)
-    cache.mark_complete(snap)
-    return snap
+    with endpoint_of(remote) as endpoint, cache.staging() as staging:
+        from huggingface_hub import snapshot_download
 
-
-def _served(stack: contextlib.ExitStack, remote: Remote):
-    """The process's shared server over a local hub directory (started, maybe not ready yet), or
-    None when ``remote`` is an endpoint."""
-    from cbench.hub.server import shared_server
-
-    return stack.enter_context(shared_server(remote.hub_dir)) if remote.hub_dir is not None else None
-
-
-def _download_from(res: Resolved, remote: Remote, cache: Cache, server) -> Snapshot:
-    _quiet_hf()
-    from huggingface_hub import snapshot_download  # imported while olah starts
-
-    import cbench.schemas  # noqa: F401  (verification needs it; import it while olah starts)
-
-    endpoint = remote.endpoint
-    if server is not None:
-        server.wait_ready()
-        endpoint = server.endpoint
-    with cache.staging() as staging:
         try:
             path = Path(snapshot_download(res.ref.repo_id, revision=res.sha, repo_type=res.ref.repo_type,
                                           endpoint=endpoint, cache_dir=str(staging),
@@ -377,8 +355,30 @@ def _download_from(res: Resolved, remote: Remote, cache: Cache, server) -> Snaps
 
         record = record_of(path)
         final = cache.merge(staging, res.ref, res.sha)
-    return Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False,
+    snap = Snapshot(res.ref.repo_id, res.ref.repo_type, res.sha, final, res.tag, files, size, from_cache=False,
                     extra={"record": record})
+    cache.mark_complete(snap)
+    return snap
+
+
+@contextlib.contextmanager
+def endpoint_of(remote: Remote) -> Iterator[str]:
+    """The endpoint to download from: ``remote``'s URL, or the process's shared server over its hub
+    directory (:func:`cbench.hub.server.shared_server`; huggingface_hub and the schemas are imported
+    while olah starts, then the server is waited for)."""
+    _quiet_hf()
+    if remote.hub_dir is None:
+        yield remote.endpoint
+        return
+    from cbench.hub.server import shared_server
+
+    with shared_server(remote.hub_dir) as server:
+        import huggingface_hub  # noqa: F401  (imported while olah starts)
+
+        import cbench.schemas  # noqa: F401  (verification needs it)
+
+        server.wait_ready()
+        yield server.endpoint
 
 
 def _folder(ref: RepoRef) -> str:
