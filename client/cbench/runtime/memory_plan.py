@@ -23,7 +23,10 @@ heads of ``dh``, MLP width ``d_mlp``, output width ``V``):
   ``W_U`` on every forward (:func:`weight_copies`, :func:`unembed_copy`), all kept by the gradient
   pass, the largest one at a time by the clean pass.
 
-Peak = held + the larger of the clean pass's temporaries and one gradient pass + the scores.
+Peak = held + the larger of the clean pass's temporaries and one gradient pass + the scores. (EAP's
+rerun of near-tie rows against the clean argmax, a plain pass over at most a pass's rows, runs
+after the gradient pass's graph is freed: within the clean pass's term,
+:func:`cbench.discovery.base.clean_point_gradients`.)
 :func:`plan_for` chooses the rows per pass (and, with ``budget``, the number of pairs per call of
 the method, ``chunk``: EAP and EAP-IG scores are means over pairs, so calls over parts of the
 pairs, weighted by their sizes, give the same scores) so the peak stays within a budget;
