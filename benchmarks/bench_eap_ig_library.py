@@ -31,6 +31,12 @@ transcription of its definition with TransformerLens hooks (:func:`library_defin
 too, which on Gemma-2 differs from cbench's: the library takes a head's output before the post-norm
 and the input as ``hook_embed``).
 
+TransformerLens 3.9, with ``use_attn_result`` (which the library needs), computes every head's
+result as a broadcast product ``[batch, pos, heads, d_head, d_model]`` before summing: at
+Llama-3.1-8B's width 11.8 GB for 8 pairs of 22 tokens, so there ``--library-batch`` feeds the
+library fewer pairs at a time and ``--library-memory-gb`` turns a runaway allocation into the row's
+``library_error``.
+
 Pairs: ``--n-examples`` IOI-like sentence pairs of one length, metric the logit difference at
 the last position (summed over the batch for the library, whose scores are divided by the number
 of examples; a mean for cbench: the same scores). Timings: the best of ``--repeat`` calls, one
@@ -237,6 +243,32 @@ def library_definition(model, tokens, corrupted, metric, method: str, steps: int
             for e in g.edges}
 
 
+class address_space_limit:
+    """Within the block, the process may map at most ``gb`` GB more than it has mapped now
+    (``RLIMIT_AS``; no limit when ``gb`` is None): an allocation over it fails in Python instead of
+    the machine running out of memory."""
+
+    def __init__(self, gb: float | None):
+        self.gb = gb
+
+    def __enter__(self):
+        if self.gb is not None:
+            import resource
+
+            with open("/proc/self/status") as f:
+                vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+            self.old = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (vm + int(self.gb * 2**30), self.old[1]))
+        return self
+
+    def __exit__(self, *exc):
+        if self.gb is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, self.old)
+        return False
+
+
 def library(eap_src: str, device):
     sys.path.insert(0, eap_src)
     import eap.attribute as attribute
@@ -259,6 +291,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default=None, help="append one JSON line per (shape, method) here")
+    ap.add_argument("--library-batch", type=int, default=None,
+                    help="pairs per batch of the library's data loader (default all in one; its scores are sums over "
+                         "batches divided by the number of pairs: the same scores)")
+    ap.add_argument("--library-memory-gb", type=float, default=None,
+                    help="stop the library's call when it would map this many GB more than the process has (an "
+                         "address-space limit during the call; its allocation error is then the row's result)")
     args = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("CBENCH_THREADS", "1")))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -294,7 +332,9 @@ def main(argv=None) -> int:
             print(json.dumps({"shape": name, **load}), flush=True)
             model.tokenizer.padding_side = "right"
             labels = torch.tensor([[r[2], r[3]] for r in rows])
-            loader = [([r[0] for r in rows], [r[1] for r in rows], labels)]
+            step = args.library_batch or len(rows)
+            loader = [([r[0] for r in rows[i:i + step]], [r[1] for r in rows[i:i + step]], labels[i:i + step])
+                      for i in range(0, len(rows), step)]
 
             def metric(logits, clean_logits, input_lengths, label):
                 idx = torch.arange(logits.shape[0])
@@ -309,7 +349,7 @@ def main(argv=None) -> int:
                 run, t_c, m_c = timed(lambda: discover_model(model, ours, data_csv, params=hp), args.repeat)
                 cb = np.asarray(run.result.scores, dtype=float)
                 row = {"shape": name, "method": ours, "n_edges": g.n_edges, "n_examples": args.n_examples,
-                       "steps": hp.get("steps"), "cbench_s": t_c, "cbench_added_mb": m_c, **load,
+                       "positions": len(model.to_tokens(rows[0][0])[0]), "library_batch": step, "steps": hp.get("steps"), "cbench_s": t_c, "cbench_added_mb": m_c, **load,
                        "date": time.strftime("%Y-%m-%d", time.gmtime())}
 
                 def lib_run():
@@ -318,10 +358,17 @@ def main(argv=None) -> int:
                                         quiet=True)
                     return lg
                 try:
-                    lg, t_l, m_l = timed(lib_run, args.repeat)
+                    with address_space_limit(args.library_memory_gb):
+                        lg, t_l, m_l = timed(lib_run, args.repeat)
                 except Exception as exc:  # noqa: BLE001 - what the library does is the result
+                    import traceback
+
                     row["library_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+                    row["library_error_where"] = [f"{f.filename.split('/')[-1]}:{f.lineno} {f.name}"
+                                                  for f in traceback.extract_tb(exc.__traceback__)[-6:]]
+                    row["library_peak_mb"] = round(peak_mb() - rss_mb())
                     lg = None
+                    gc.collect()
                 if lg is not None:
                     lib = np.array([float(lg.edges[e.name].score) for e in g.edges])
                     rel = float(np.abs(cb - lib).max() / max(np.abs(lib).max(), 1e-30))
