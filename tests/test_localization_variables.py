@@ -220,11 +220,16 @@ def test_cli_bad_iia_unit_is_one_line(capsys):
 @pytest.mark.slow
 def test_every_variables_model_pulls_and_verifies_from_a_fresh_home(tmp_path, monkeypatch, capsys):
     """The issue's 'done when': the nine models pass their gates with cbench verify, pulled from
-    the embedded hub into an empty CBENCH_HOME."""
+    the embedded hub into an empty CBENCH_HOME (``cbench pull`` first: verify reads a pulled model
+    and never pulls one; this test called verify alone and failed on "not pulled")."""
     monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CBENCH_HUB", raising=False)
     monkeypatch.delenv("CBENCH_ENDPOINT", raising=False)
-    for name in sorted(p.name for p in MODELS.glob("var-*")):
+    names = sorted(p.name for p in MODELS.glob("var-*"))
+    assert len(names) == sum(KINDS.values())
+    for name in names:
+        code, stdout, err = run(capsys, "pull", name)
+        assert code == 0, (name, stdout, err)
         code, stdout, err = run(capsys, "verify", name)
         assert code == 0, (name, stdout, err)
-        assert "FAIL" not in stdout
+        assert "FAIL" not in stdout and "PASSED" in stdout
