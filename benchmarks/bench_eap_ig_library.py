@@ -34,8 +34,10 @@ and the input as ``hook_embed``).
 TransformerLens 3.9, with ``use_attn_result`` (which the library needs), computes every head's
 result as a broadcast product ``[batch, pos, heads, d_head, d_model]`` before summing: at
 Llama-3.1-8B's width 11.8 GB for 8 pairs of 22 tokens, so there ``--library-batch`` feeds the
-library fewer pairs at a time and ``--library-memory-gb`` turns a runaway allocation into the row's
-``library_error``.
+library fewer pairs at a time and ``--library-memory-gb`` turns an allocation over it into the row's
+``library_error``. The limit bounds new mappings only, not resident memory in regions the process
+had mapped before: the library's EAP in batches of 1 pair still grew to 24 GB resident there and was
+ended by the kernel's out-of-memory killer. Check ``free -g`` before running that shape.
 
 Pairs: ``--n-examples`` IOI-like sentence pairs of one length, metric the logit difference at
 the last position (summed over the batch for the library, whose scores are divided by the number
