@@ -247,8 +247,8 @@ def library_definition(model, tokens, corrupted, metric, method: str, steps: int
 
 class address_space_limit:
     """Within the block, the process may map at most ``gb`` GB more than it has mapped now
-    (``RLIMIT_AS``; no limit when ``gb`` is None): an allocation over it fails in Python instead of
-    the machine running out of memory."""
+    (``RLIMIT_AS``; no limit when ``gb`` is None): a new mapping over it fails in Python. It does not
+    bound resident memory in what the process had mapped before (see the module docstring)."""
 
     def __init__(self, gb: float | None):
         self.gb = gb
