@@ -202,16 +202,19 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
     def ncols(cols) -> int:
         return cols.stop - cols.start if isinstance(cols, slice) else int(cols.numel())
 
-    def gather_lowrank(cols, n_src: int) -> torch.Tensor:
-        if classes is not None:
-            return gather_classes(cols, n_src)
-        k = ncols(cols)
+    def common_terms(cols, n_src: int):
+        """``cols``' width, the shared sources' count, the terms every row shares ``[1, n, P, k, D]``
+        and the rows' own source outputs (None when there are none)."""
         n_sh = 0 if shared is None else shared.shape[0]
         x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
         if shared is not None:
             x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
-        x = x[None]  # [1, n, P, k, D]
-        own = chunks.first(n_src - n_sh) if chunks else None
+        return ncols(cols), n_sh, x[None], (chunks.first(n_src - n_sh) if chunks else None)
+
+    def gather_lowrank(cols, n_src: int) -> torch.Tensor:
+        if classes is not None:
+            return gather_classes(cols, n_src)
+        k, n_sh, x, own = common_terms(cols, n_src)
         if own is not None and own.shape[0]:
             a = own.reshape(own.shape[0], C, n, P, D)
             x = x + torch.einsum("cfk,fcnpd->cnpkd", M[:, n_sh:n_src, cols], a)
@@ -231,15 +234,9 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
 
     def gather_classes(cols, n_src: int) -> torch.Tensor:
         """:func:`gather_lowrank` of one row per class of equal inputs (``[U * n, P, k, D]``)."""
-        k = ncols(cols)
-        n_sh = 0 if shared is None else shared.shape[0]
         reps, sparse = classes.refine(cols)
         U = reps.shape[0]
-        x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
-        if shared is not None:
-            x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
-        x = x[None]  # [1, n, P, k, D]
-        own = chunks.first(n_src - n_sh) if chunks else None
+        k, n_sh, x, own = common_terms(cols, n_src)
         if own is not None and own.shape[0]:
             a = own.reshape(own.shape[0], C, n, P, D)
             Mr = M if U == C else M.index_select(0, reps)  # U == C: every row its own class, in order
