@@ -106,6 +106,24 @@ def test_iit_sets_single_draws_as_before_and_mixed_draws_non_empty_sets():
     assert set(circuit_components(edges)) == set(mapping)
 
 
+def test_iit_node_weights_draw_nodes_in_proportion_and_refuse_unknown_nodes():
+    hl = _hl()
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60, seed=0))
+    mapping = {"a0.h0": "a0.h3", "a0.h1": "a0.h5"}
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    weighted = SIITTrainer(hl, ll, mapping, "categorical", TrainingConfig(iit_node_weights={"a0.h1": 3}))
+    hl_mask, ll_mask = weighted._iit_masks(8000, torch.Generator().manual_seed(2))
+    share = float(hl_mask[:, weighted.hl_f.index["a0.h1"]].float().mean())
+    assert 0.72 < share < 0.78  # 3 : 1 against a0.h0, whose weight is left at 1
+    assert torch.equal(ll_mask[:, weighted.ll_f.index["a0.h5"]], hl_mask[:, weighted.hl_f.index["a0.h1"]])
+    assert int(hl_mask.sum()) == 8000  # one node per example
+    with pytest.raises(ValueError, match="a9.h9, not high-level nodes"):
+        SIITTrainer(hl, ll, mapping, "categorical", TrainingConfig(iit_node_weights={"a9.h9": 2}))
+    with pytest.raises(ValueError, match="positive numbers"):
+        TrainingConfig(iit_node_weights={"a0.h1": 0})
+
+
 def test_distribution_objective_is_zero_at_the_target_and_skips_ties():
     obj = DistributionObjective()
     hl = torch.tensor([[[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]])  # BOS, class 0, a tie

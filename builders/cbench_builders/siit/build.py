@@ -173,8 +173,11 @@ def train_case(case: str, tracr_dir: Path, out_dir: Path, *, iit: bool = False, 
         invariant = map_circuit_edges(invariant_edges(hl_model, hl_circuit["edges"], data.train, meta["task_type"],
                                                       seed=cfg.seed), mapping)
 
-    trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg, none_class=none_class,
-                          truth_edges=truth_edges, invariant_edges=invariant)
+    try:
+        trainer = SIITTrainer(hl_model, ll_model, mapping, meta["task_type"], cfg, none_class=none_class,
+                              truth_edges=truth_edges, invariant_edges=invariant)
+    except ValueError as e:  # e.g. --iit-node-weight naming a node the program does not have
+        raise BuildError(f"case {case}: {e}") from None
     checkpoint = Path(checkpoint_dir) / f"{name}.pt" if checkpoint_dir is not None else None
     result = trainer.train(data, progress=progress, log=log, checkpoint=checkpoint)
 
@@ -396,6 +399,22 @@ def format_table(rows: list[SIITOutcome]) -> str:
     return "\n".join(lines)
 
 
+def _node_weights(ctx, param, values) -> dict[str, float] | None:
+    """``--iit-node-weight a0.h1=4`` (repeatable) as {node: weight}; None when not given."""
+    out: dict[str, float] = {}
+    for v in values:
+        node, sep, w = v.partition("=")
+        try:
+            weight = float(w)
+        except ValueError:
+            weight = float("nan")
+        if not sep or not node.strip() or not (0 < weight < MAX_WEIGHT):
+            raise click.BadParameter(f"{v!r}: expected NODE=W with W a number above 0 and below {MAX_WEIGHT:g} "
+                                     "(e.g. a0.h1=4)")
+        out[node.strip()] = weight
+    return out or None
+
+
 @click.command("siit")
 @click.option("--cases", help="comma-separated case ids, e.g. 3,33, or main, appendix-h, all")
 @click.option("--main", "main_cases", is_flag=True, help="the 16 main cases of the paper")
@@ -427,6 +446,9 @@ def format_table(rows: list[SIITOutcome]) -> str:
 @click.option("--edge-target", type=floats(0, 1), default=None,
               help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
                    "[default: the case spec's, else --target]")
+@click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_node_weights, metavar="NODE=W",
+              help="draw this high-level node for W times its share of the IIT examples (repeatable; "
+                   "other nodes weigh 1) [default: every node equally]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")
 @click.option("--checkpoint-dir", type=click.Path(path_type=Path), default=None, callback=check_out_tree,
@@ -436,7 +458,7 @@ def format_table(rows: list[SIITOutcome]) -> str:
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, cpu_limit, keep_failed, failed_dir,
                    source_gradients,
-                   edge_weight, edge_target, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
+                   edge_weight, edge_target, iit_node_weights, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
@@ -444,7 +466,7 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
                  "eval_pairs": eval_pairs, "time_limit_s": time_limit, "cpu_limit_s": cpu_limit,
                  "source_gradients": source_gradients,
-                 "edge_weight": edge_weight, "edge_target": edge_target}
+                 "edge_weight": edge_weight, "edge_target": edge_target, "iit_node_weights": iit_node_weights}
     rows, failed = [], []
     from cbench.cli.executor_opts import make_cli_executor
 

@@ -64,6 +64,10 @@ class TrainingConfig:
     # non-empty Bernoulli(0.5) set of them (a high-level model whose nodes matter only together,
     # such as redundant paths or a primary and its backup, changes its output under no single one)
     iit_sets: str = "single"
+    # relative draw weights of the high-level node one IIT example interchanges, by node name
+    # (a node left out weighs 1); None draws every node with equal weight (InterpBench; every zoo
+    # model but case 113, whose previous-token node is the one its IIA falls short on)
+    iit_node_weights: dict[str, float] | None = None
     min_epochs: int = 0  # early stop no sooner than this epoch (the targets may hold before a soft objective is met)
     # edge-level IIT (a high-level model with a graph, such as a hand-set one): this share of the
     # edge-strictness examples also resample-ablates a random non-empty set of the circuit's edges
@@ -87,6 +91,11 @@ class TrainingConfig:
             raise ValueError("edge_iit needs edge strictness (edge_weight > 0)")
         if self.iit_sets not in IIT_SETS:
             raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
+        if self.iit_node_weights is not None:
+            bad = {k: v for k, v in self.iit_node_weights.items() if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
+            if bad:
+                raise ValueError(f"iit_node_weights must be positive numbers below 1e6 (got {bad})")
+            self.iit_node_weights = {str(k): float(v) for k, v in self.iit_node_weights.items()}
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:

@@ -64,7 +64,10 @@ class Interventions:
         """The IIT step's masks (high-level, low-level) of a batch of ``B`` examples: one high-level
         node per example (``iit_sets = "single"``), or (``"mixed"``) for the second half of the
         examples a non-empty Bernoulli(0.5) set of high-level nodes, each with its low-level image."""
-        j = torch.randint(len(self.hl_nodes), (B,), generator=gen)
+        if self.iit_node_p is None:
+            j = torch.randint(len(self.hl_nodes), (B,), generator=gen)
+        else:  # the config's iit_node_weights
+            j = torch.multinomial(self.iit_node_p, B, replacement=True, generator=gen)
         hl_mask, ll_mask = self._hl_masks(j)
         if self.cfg.iit_sets == "single":
             return hl_mask, ll_mask

@@ -141,6 +141,14 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         self.hl_f = hl_model if getattr(hl_model, "component_forward", False) else ComponentForward(hl_model)
         self.ll_f = ComponentForward(ll_model)
         self.hl_nodes = list(self.corr)
+        weights = config.iit_node_weights or {}
+        unknown = sorted(set(weights) - set(self.hl_nodes))
+        if unknown:
+            raise ValueError(f"iit_node_weights names {', '.join(unknown)}, not high-level nodes of this model "
+                             f"({', '.join(self.hl_nodes)})")
+        # the IIT node draw: None uniform (torch.randint, as before), else these relative weights
+        self.iit_node_p = (torch.tensor([weights.get(n, 1.0) for n in self.hl_nodes], dtype=torch.float64)
+                           if weights else None)
         targets = {n: ([v] if isinstance(v, str) else list(v)) for n, v in self.corr.items()}
         aligned = {ll for v in targets.values() for ll in v}
         self.non_aligned = [n for n in self.ll_f.names if n not in aligned]
