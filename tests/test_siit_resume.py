@@ -88,6 +88,32 @@ def test_a_resumed_training_ends_where_an_uninterrupted_one_does(tracr_dir, tmp_
     assert done.epochs == 4 and all(torch.equal(a[k], done.model.state_dict()[k]) for k in a)
 
 
+def test_a_fine_tuning_stage_takes_its_own_lr_and_keeps_its_last_epoch(tracr_dir, tmp_path):
+    """A summed-loss run resumed as Algorithm 1: Adam's saved state carries the schedule's lr, the new
+    stage's lr replaces it; with keep="last" the weights returned are the last epoch's, not the best's
+    (an lr of 1 wrecks the model in its one epoch, so the best epoch is the one before)."""
+    import shutil
+
+    first, data = _trainer(tracr_dir, epochs=2)
+    first.train(data, progress=False, checkpoint=tmp_path / "ck.pt")
+    shutil.copy(tmp_path / "ck.pt", tmp_path / "ck2.pt")
+    saved = torch.load(tmp_path / "ck.pt", weights_only=True)
+    assert saved["optimizer"]["param_groups"][0]["lr"] < 0.01
+    second, _ = _trainer(tracr_dir, algorithm="algorithm-1", lr=1.0, epochs=3, keep="last")
+    res = second.train(data, progress=False, checkpoint=tmp_path / "ck.pt")
+    saved = torch.load(tmp_path / "ck.pt", weights_only=True)
+    assert [g["lr"] for g in saved["optimizer"]["param_groups"]] == [1.0]
+    assert saved["best"][1] == 2  # the wrecked epoch 3 is not the best ...
+    assert res.epochs == 3 and res.best_epoch == 3  # ... but it is what keep="last" returns
+    assert all(torch.equal(v, saved["model"][k]) for k, v in res.model.state_dict().items())
+    third, _ = _trainer(tracr_dir, algorithm="algorithm-1", lr=1.0, epochs=3)  # keep="best": epoch 2's weights
+    best = third.train(data, progress=False, checkpoint=tmp_path / "ck2.pt")
+    assert best.best_epoch == 2
+    assert all(torch.equal(v, saved["best"][2][k]) for k, v in best.model.state_dict().items())
+    with pytest.raises(ValueError, match="unknown keep"):
+        TrainingConfig(keep="first")
+
+
 def test_a_checkpoint_that_is_not_one_is_one_clear_error(tracr_dir, tmp_path):
     from cbench.errors import BuildError
 

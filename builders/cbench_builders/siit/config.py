@@ -68,6 +68,9 @@ class TrainingConfig:
     # (a node left out weighs 1); None draws every node with equal weight (InterpBench; every zoo
     # model but case 113, whose previous-token node is the one its IIA falls short on)
     iit_node_weights: dict[str, float] | None = None
+    # whose weights training returns: "best", the best validation epoch (see SIITTrainer._score), or
+    # "last", the last epoch trained (a fine-tuning stage stopped at a chosen epoch with --epochs)
+    keep: str = "best"
     min_epochs: int = 0  # early stop no sooner than this epoch (the targets may hold before a soft objective is met)
     # edge-level IIT (a high-level model with a graph, such as a hand-set one): this share of the
     # edge-strictness examples also resample-ablates a random non-empty set of the circuit's edges
@@ -91,6 +94,8 @@ class TrainingConfig:
             raise ValueError("edge_iit needs edge strictness (edge_weight > 0)")
         if self.iit_sets not in IIT_SETS:
             raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
+        if self.keep not in ("best", "last"):
+            raise ValueError(f"unknown keep {self.keep!r} (best or last)")
         if self.iit_node_weights is not None:
             bad = {k: v for k, v in self.iit_node_weights.items() if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
             if bad:

@@ -227,6 +227,9 @@ class SIITTrainer(Losses, Interventions, Evaluation):
             step, epoch, history, best, reached = saved.step, saved.epoch, saved.history, saved.best, saved.reached
             start -= saved.wall_s
             cpu_start -= saved.cpu_s
+            if cfg.algorithm != "summed":  # Adam's saved state carries the old run's lr: this run's --lr wins
+                for g in opt.param_groups:  # (the summed loss sets it from the schedule at every step)
+                    g["lr"] = cfg.lr
         first = epoch + 1
         if saved is not None and ((reached and epoch >= cfg.min_epochs) or self._limited(start, cpu_start)):
             first = cfg.epochs + 1  # finished before (target or limits): nothing left to train
@@ -275,7 +278,7 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         if bar is not None:
             bar.close()
         chosen = history[-1] if history else {}
-        if best is not None and best[1] != epoch:  # training drifted after its best epoch: restore that
+        if cfg.keep == "best" and best is not None and best[1] != epoch:  # drifted after its best epoch: restore that
             self.ll.load_state_dict(best[2])
             chosen = history[best[1] - 1]
         self.ll.eval()
@@ -284,7 +287,7 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         return TrainingResult(self.ll, final, history, epoch, elapsed, reached, cfg, self.corr,
                               hardware_description(cfg.threads),
                               per_node=chosen.get("per_node", {}) if chosen else {},
-                              best_epoch=best[1] if best else 0,
+                              best_epoch=(epoch if cfg.keep == "last" else best[1]) if best else 0,
                               training_cpu_s=time.process_time() - cpu_start)
 
     def _limited(self, start: float, cpu_start: float) -> bool:
