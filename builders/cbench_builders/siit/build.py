@@ -446,6 +446,9 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
 @click.option("--edge-target", type=floats(0, 1), default=None,
               help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
                    "[default: the case spec's, else --target]")
+@click.option("--edge-sampling", type=click.Choice(["mixed", "bernoulli"]), default=None,
+              help="which edges outside the ground truth an edge-strictness example ablates: one, a random "
+                   "share or all (mixed), or each with the strictness probability (bernoulli) [default: the case spec's]")
 @click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_node_weights, metavar="NODE=W",
               help="draw this high-level node for W times its share of the IIT examples (repeatable; "
                    "other nodes weigh 1) [default: every node equally]")
@@ -460,7 +463,7 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, cpu_limit, keep_failed, failed_dir,
                    source_gradients,
-                   edge_weight, edge_target, iit_node_weights, keep, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
+                   edge_weight, edge_target, edge_sampling, iit_node_weights, keep, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
@@ -468,7 +471,8 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
                  "target": target, "lr": lr, "batch_size": batch_size, "seed": seed, "threads": threads,
                  "eval_pairs": eval_pairs, "time_limit_s": time_limit, "cpu_limit_s": cpu_limit,
                  "source_gradients": source_gradients,
-                 "edge_weight": edge_weight, "edge_target": edge_target, "iit_node_weights": iit_node_weights,
+                 "edge_weight": edge_weight, "edge_target": edge_target, "edge_sampling": edge_sampling,
+                 "iit_node_weights": iit_node_weights,
                  "keep": keep}
     rows, failed = [], []
     from cbench.cli.executor_opts import make_cli_executor
