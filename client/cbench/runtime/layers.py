@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from cbench.runtime.attention_ops import cap_logits, cap_scores, future_mask, rotate
+from cbench.runtime.contractions import heads_out, per_head_project, shared_project
 from cbench.runtime.weights import qk_position
 
 if TYPE_CHECKING:
@@ -42,16 +43,16 @@ def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = Fals
     pos = qk_position(rt, x.shape[1])
     if x.dim() == 3:  # one input [B, P, D] read by every head: normalised once
         xqk = x if pos is None else x + pos
-        q = torch.einsum("bpd,hde->bphe", xqk, W_Q) + b_Q
-        k = torch.einsum("bpd,hde->bphe", xqk, W_K) + b_K
-        v = torch.einsum("bpd,hde->bphe", x, W_V) + b_V
+        q = shared_project(xqk, W_Q) + b_Q
+        k = shared_project(xqk, W_K) + b_K
+        v = shared_project(x, W_V) + b_V
     else:
         q_in, k_in, v_in = x[:, :, :H], x[:, :, H:2 * H], x[:, :, 2 * H:3 * H]
         if pos is not None:  # shortformer: after ln1, on queries and keys
             q_in, k_in = q_in + pos[:, None], k_in + pos[:, None]
-        q = torch.einsum("bphd,hde->bphe", q_in, W_Q) + b_Q
-        k = torch.einsum("bphd,hde->bphe", k_in, W_K) + b_K
-        v = torch.einsum("bphd,hde->bphe", v_in, W_V) + b_V
+        q = per_head_project(q_in, W_Q) + b_Q
+        k = per_head_project(k_in, W_K) + b_K
+        v = per_head_project(v_in, W_V) + b_V
     q, k = rotate(rt, layer, q, 1), rotate(rt, layer, k, 1)
     scores = cap_scores(rt, q.permute(0, 2, 1, 3) @ k.permute(0, 2, 3, 1) / attn.attn_scale)  # [B, H, Q, K]
     if rt.causal:
@@ -63,7 +64,7 @@ def attention(rt: ModelState, layer: int, x: torch.Tensor, tl_order: bool = Fals
     if tl_order:  # TransformerLens's exact arithmetic for hook_result: [B, P, H, D]
         z = z.permute(0, 2, 1, 3)
         return (z[..., None] * W_O[None, None]).sum(-2)
-    return torch.einsum("bhpe,hed->hbpd", z, W_O)
+    return heads_out(z, W_O)
 
 
 def post_heads(rt: ModelState, layer: int, heads: torch.Tensor, axis: int = 0) -> torch.Tensor:

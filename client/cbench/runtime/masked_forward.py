@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from cbench.runtime.ablations import ablated_outputs
+from cbench.runtime.contractions import grouped_sources_into, sources_into
 from cbench.runtime.layers import attention, embed, mlp, post_heads, unembed
 from cbench.runtime.masks import edge_mask_tensor, interpolate_input, mask_matrix, node_mask_tensor, tokens_tensor
 from cbench.runtime.residual_pass import forward_resid
@@ -183,10 +184,10 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         if Mpart.dim() == 2:
             if acts.shape[1] != B:  # shared prefix without groups
                 acts = acts.expand(-1, B, -1, -1)
-            return torch.einsum("fk,fbpd->bpkd", Mpart, acts)
+            return sources_into(Mpart, acts)
         if per_group:
             a = acts.reshape(acts.shape[0], C, n, P, D)
-            return torch.einsum("cfk,fcnpd->cnpkd", Mpart, a).reshape(B, P, k, D)
+            return grouped_sources_into(Mpart, a).reshape(B, P, k, D)
         return torch.einsum("cfk,fnpd->cnpkd", Mpart, acts).reshape(B, P, k, D)
 
     # Batches of masks that differ from their first row in few places (ACDC candidates,
@@ -206,9 +207,9 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         """``cols``' width, the shared sources' count, the terms every row shares ``[1, n, P, k, D]``
         and the rows' own source outputs (None when there are none)."""
         n_sh = 0 if shared is None else shared.shape[0]
-        x = torch.einsum("fk,fnpd->npkd", W0[:, cols], abl.expand(-1, n, -1, -1))
+        x = sources_into(W0[:, cols], abl.expand(-1, n, -1, -1))
         if shared is not None:
-            x = x + torch.einsum("fk,fnpd->npkd", M0[:n_sh, cols], shared)
+            x = x + sources_into(M0[:n_sh, cols], shared)
         return ncols(cols), n_sh, x[None], (chunks.first(n_src - n_sh) if chunks else None)
 
     def gather_lowrank(cols, n_src: int) -> torch.Tensor:
@@ -217,7 +218,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         k, n_sh, x, own = common_terms(cols, n_src)
         if own is not None and own.shape[0]:
             a = own.reshape(own.shape[0], C, n, P, D)
-            x = x + torch.einsum("cfk,fcnpd->cnpkd", M[:, n_sh:n_src, cols], a)
+            x = x + grouped_sources_into(M[:, n_sh:n_src, cols], a)
         else:
             x = x.expand(C, -1, -1, -1, -1)
         idx = torch.nonzero(diff_cols[cols]).flatten()
@@ -240,7 +241,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
         if own is not None and own.shape[0]:
             a = own.reshape(own.shape[0], C, n, P, D)
             Mr = M if U == C else M.index_select(0, reps)  # U == C: every row its own class, in order
-            x = x + torch.einsum("cfk,fcnpd->cnpkd", Mr[:, n_sh:n_src, cols], a if U == C else a.index_select(1, reps))
+            x = x + grouped_sources_into(Mr[:, n_sh:n_src, cols], a if U == C else a.index_select(1, reps))
         else:
             x = x.expand(U, -1, -1, -1, -1)
         if sparse is not None:
@@ -278,7 +279,7 @@ def masked_pass(rt: ModelState, tokens, M, ablated, input_probe=False, keep_acts
             if abl is not None:
                 Wc = W[..., :, cols]
                 if grouped and abl.dim() == 5:
-                    x = x + torch.einsum("cfk,fcnpd->cnpkd", Wc, abl).reshape(B, P, k, D)
+                    x = x + grouped_sources_into(Wc, abl).reshape(B, P, k, D)
                 else:
                     x = x + mix(Wc, abl, per_group=False)
         if probe is not None:
