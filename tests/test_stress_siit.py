@@ -124,6 +124,30 @@ def test_iit_node_weights_draw_nodes_in_proportion_and_refuse_unknown_nodes():
         TrainingConfig(iit_node_weights={"a0.h1": 0})
 
 
+def test_mixed_invariant_edge_sampling_ablates_an_ignored_edge_alone_in_half_the_single_examples():
+    hl = _hl()
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60, seed=0))
+    mapping = {"a0.h0": "a0.h3", "a0.h1": "a0.h5"}
+    truth = ["input->a0.h3<v>", "input->a0.h3<q>", "input->a0.h5<k>", "a0.h3->logits", "a0.h5->logits"]
+    from cbench.runtime import edge_names_to_mask
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    def masks(sampling):
+        cfg = TrainingConfig(edge_weight=1.0, edge_sampling=sampling)
+        t = SIITTrainer(hl, ll, mapping, "categorical", cfg, truth_edges=truth, invariant_edges=truth[1:3])
+        return t, t._edge_masks(6000, torch.Generator().manual_seed(4))
+
+    t, keep = masks("mixed-invariant")
+    inv = torch.as_tensor(edge_names_to_mask(t.runtime.graph, truth[1:3]))
+    singles = (keep == 0).sum(1) == 1
+    alone = singles & (keep[:, inv] == 0).any(1)
+    assert 0.4 < float(alone.sum() / singles.sum()) < 0.6  # half the single-edge examples
+    assert not bool((keep[:, torch.as_tensor(edge_names_to_mask(t.runtime.graph, [truth[0], *truth[3:]]))] == 0).any())
+    _, plain = masks("mixed")
+    plain_singles = (plain == 0).sum(1) == 1
+    assert float((plain_singles & (plain[:, inv] == 0).any(1)).sum() / plain_singles.sum()) < 0.1
+
+
 def test_distribution_objective_is_zero_at_the_target_and_skips_ties():
     obj = DistributionObjective()
     hl = torch.tensor([[[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]])  # BOS, class 0, a tie

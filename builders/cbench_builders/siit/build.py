@@ -446,9 +446,10 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
 @click.option("--edge-target", type=floats(0, 1), default=None,
               help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
                    "[default: the case spec's, else --target]")
-@click.option("--edge-sampling", type=click.Choice(["mixed", "bernoulli"]), default=None,
+@click.option("--edge-sampling", type=click.Choice(["mixed", "mixed-invariant", "bernoulli"]), default=None,
               help="which edges outside the ground truth an edge-strictness example ablates: one, a random "
-                   "share or all (mixed), or each with the strictness probability (bernoulli) [default: the case spec's]")
+                   "share or all (mixed; mixed-invariant: half the single ones are edges the program ignores), "
+                   "or each with the strictness probability (bernoulli) [default: the case spec's]")
 @click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_node_weights, metavar="NODE=W",
               help="draw this high-level node for W times its share of the IIT examples (repeatable; "
                    "other nodes weigh 1) [default: every node equally]")

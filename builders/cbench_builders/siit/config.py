@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 ALGORITHMS = ("algorithm-1", "summed")
-EDGE_SAMPLINGS = ("mixed", "bernoulli")
+EDGE_SAMPLINGS = ("mixed", "mixed-invariant", "bernoulli")
 LENGTH_WEIGHTINGS = ("equal", "inputs")
 EDGE_SOURCES = ("shared", "separate")
 IIT_SETS = ("single", "mixed")

@@ -101,6 +101,9 @@ class Interventions:
             truth = edge_names_to_mask(self._rt.graph, self.truth_edges)
             truth &= ~edge_names_to_mask(self._rt.graph, self.invariant_edges)
             self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
+            inv = edge_names_to_mask(self._rt.graph, self.invariant_edges)
+            # the invariant edges' places among out_edges (mixed-invariant draws its single edges there)
+            self.invariant_slots = torch.as_tensor(inv[self.out_edges.numpy()].nonzero()[0], dtype=torch.long)
         return self._rt
 
     def _edge_masks(self, B: int, gen: torch.Generator) -> torch.Tensor:
@@ -110,7 +113,10 @@ class Interventions:
         edge with probability p ~ U(0, 1) (p drawn per example), a third all of them. Ablating only
         large random sets lets edges cancel each other (the complement is harmless together while
         single edges keep 19-22 % effects in a feasibility run); single edges and all edges cover
-        both ends. ``bernoulli``: each such edge with probability ``strict_prob``."""
+        both ends. ``mixed-invariant``: as ``mixed``, but half of the single-edge examples ablate one
+        of the ground-truth edges the program ignores (what the marked-edge release gate ablates
+        alone; among hundreds of edges a uniform draw reaches one of them almost never).
+        ``bernoulli``: each such edge with probability ``strict_prob``."""
         rt = self.runtime
         n_out = len(self.out_edges)
         keep = torch.ones(B, rt.n_edges)
@@ -121,7 +127,11 @@ class Interventions:
         else:
             mode = torch.randint(3, (B, 1), generator=gen)
             single = torch.zeros(B, n_out, dtype=torch.bool)
-            single[torch.arange(B), torch.randint(n_out, (B,), generator=gen)] = True
+            pick = torch.randint(n_out, (B,), generator=gen)
+            if self.cfg.edge_sampling == "mixed-invariant" and len(self.invariant_slots):
+                inv = self.invariant_slots[torch.randint(len(self.invariant_slots), (B,), generator=gen)]
+                pick = torch.where(torch.rand(B, generator=gen) < 0.5, inv, pick)
+            single[torch.arange(B), pick] = True
             p = torch.rand(B, 1, generator=gen)
             some = torch.rand(B, n_out, generator=gen) < p
             ablate = torch.where(mode == 0, single, torch.where(mode == 1, some, torch.ones_like(single)))
