@@ -203,3 +203,25 @@ def test_prune_dangling_keeps_only_input_to_logits_paths():
     full = g.mask(kept + ["input->m0", "m0->logits"])
     assert (g.prune_dangling(full) == full).all()
     assert (g.prune_dangling(g.prune_dangling(mask)) == g.prune_dangling(mask)).all()
+
+
+def test_prune_dangling_keeps_what_the_name_sweeps_keep():
+    """Over many random masks, the index sweeps keep exactly the edges on an input -> logits path
+    (the set-of-names sweeps they replace, written out here)."""
+    import numpy as np
+
+    from cbench.graph.graph import Graph
+
+    g = Graph(3, 2, has_mlp=True)
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        m = rng.random(g.n_edges) < rng.random()
+        reached, leads = {"input"}, {"logits"}
+        for e, k in zip(g.edges, m):
+            if k and e.src in reached:
+                reached.add(e.dst)
+        for e, k in zip(reversed(g.edges), m[::-1]):
+            if k and e.dst in leads:
+                leads.add(e.src)
+        ref = np.array([bool(k and e.src in reached and e.dst in leads) for e, k in zip(g.edges, m)])
+        assert np.array_equal(g.prune_dangling(m), ref)

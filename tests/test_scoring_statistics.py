@@ -189,3 +189,24 @@ def test_sample_size_refuses_bad_parameters():
         st.percentile_sample_size(0.99, 0.9, 0.02)
     with pytest.raises(UsageError):
         st.percentile_sample_size(0.5, 1.5, 0.1)
+
+
+def test_auroc_rows_equal_the_mid_rank_formula_with_and_without_ties():
+    """The fast path (rows without ties ranked by sorting) gives rankdata's figures to the bit;
+    rows with ties, infinities or NaN keep the mid-rank rule."""
+    from scipy import stats as sps
+
+    from cbench.scoring.statistics import auroc_rows
+
+    rng = np.random.default_rng(3)
+    for k in (2, 7, 110, 479):
+        s = np.abs(rng.uniform(-1, 1, (200, k)))
+        s[::5] = np.round(s[::5], 1)  # ties in every fifth row
+        s[3, :2] = np.inf
+        y = rng.random(k) < 0.3
+        y[0], y[-1] = True, False
+        n_pos, n_neg = int(y.sum()), int((~y).sum())
+        ref = (sps.rankdata(s, axis=1)[:, y].sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+        assert np.array_equal(auroc_rows(s, y), ref)
+    s = np.array([[0.1, np.nan, 0.3]])
+    assert np.isnan(auroc_rows(s, np.array([True, False, False]))[0])

@@ -252,10 +252,12 @@ class MibRoc:
 
 
 def mib_auroc(graph, scores, truth_edges: Iterable[str], absolute: bool = True,
-              grid: Sequence[float] = SIZE_GRID, within: Mapping[str, Sequence[int]] | None = None) -> MibRoc:
+              grid: Sequence[float] = SIZE_GRID, within: Mapping[str, Sequence[int]] | None = None,
+              labels: np.ndarray | None = None) -> MibRoc:
     """MIB's InterpBench edge AUROC of one edge-score vector (see the module docstring); ``within``:
-    the tie order among a node's in-edges (:func:`mib_greedy_order`; default :func:`insertion_orders`)."""
-    labels = truth_labels(graph, truth_edges)
+    the tie order among a node's in-edges (:func:`mib_greedy_order`; default :func:`insertion_orders`);
+    ``labels``: :func:`truth_labels` of ``truth_edges`` when the caller has them (many score vectors)."""
+    labels = truth_labels(graph, truth_edges) if labels is None else labels
     key = mib_key(scores)
     if key.shape != (graph.n_edges,):
         raise UsageError(f"need one score per edge ({graph.n_edges}), got {key.shape}")
@@ -285,7 +287,8 @@ def random_mib_auroc(graph, truth_edges: Iterable[str], seed: int, n_seeds: int 
     each the scores ``cbench discover --method random --seed s`` gives)."""
     from cbench.discovery.random_scores import draw
 
-    vals = [mib_auroc(graph, draw(graph.n_edges, seed + k), truth_edges).auroc for k in range(n_seeds)]
+    labels = truth_labels(graph, truth_edges)
+    vals = [mib_auroc(graph, draw(graph.n_edges, seed + k), truth_edges, labels=labels).auroc for k in range(n_seeds)]
     vals = [v for v in vals if math.isfinite(v)]
     return float(np.mean(vals)) if vals else math.nan
 
