@@ -38,3 +38,28 @@ def test_only_the_configs_files_are_downloaded(tmp_path, monkeypatch):
     assert ds["train"]["x"] == [1, 2]
     with pytest.raises(UsageError, match="no config 'case-9'; configs: case-3, case-4"):
         config_snapshot("counterfactuals", "case-9", hub=tmp_path / "hub")
+
+
+def test_a_whole_snapshot_is_checked_once_per_block(tmp_path, monkeypatch):
+    """Inside ``snapshots_checked_once`` (a bench), the second config of a cached whole snapshot
+    does not hash its files again; outside the block, and for another hub, every call checks."""
+    import cbench.hub.cache_verify as cv
+    from cbench.hub.loading import snapshots_checked_once
+    from cbench.hub.pull import pull
+
+    monkeypatch.setenv("CBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CBENCH_ZOO", str(tmp_path / "no-zoo"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    _two_config_dataset(tmp_path / "ds")
+    hubmod.publish(tmp_path / "ds", "cbench/counterfactuals", "dataset", "v1.0.0", hub=tmp_path / "hub")
+    pull("counterfactuals", repo_type="dataset", hub=tmp_path / "hub")  # the whole snapshot, cached
+    checks = []
+    real = cv.check_cached
+    monkeypatch.setattr(cv, "check_cached", lambda *a, **k: checks.append(a[1]) or real(*a, **k))
+    with snapshots_checked_once():
+        a = config_snapshot("counterfactuals", "case-3", hub=tmp_path / "hub")
+        b = config_snapshot("counterfactuals", "case-4", hub=tmp_path / "hub")
+    assert a.path == b.path and len(checks) == 1
+    config_snapshot("counterfactuals", "case-3", hub=tmp_path / "hub")
+    config_snapshot("counterfactuals", "case-4", hub=tmp_path / "hub")
+    assert len(checks) == 3  # outside the block: each call checks

@@ -244,7 +244,7 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
     if getattr(executor, "name", "") == "processes":  # forked workers inherit each case's model and pairs
         for task in {(t.case, t.model): t for t in tasks}.values():
             try:
-                _worker_case(task)
+                _worker_case(task, models.get(task.case))
             except Exception:  # noqa: BLE001 - the task itself reports it
                 pass
     echo(f"{len(tasks)} discovery task(s) to run on {executor.name} "
@@ -293,6 +293,19 @@ def run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 1
     of every (case, method) (MIB's faithfulness integrals, ``results.faithfulness``; with an executor,
     measured in its tasks). ``figures``: write the PNG figures (``cbench report`` draws its own:
     the demo leaves them to it)."""
+    from cbench.hub.loading import snapshots_checked_once
+
+    with snapshots_checked_once():  # the cases' pairs come from one dataset snapshot: checked once
+        return _run_bench(cases, methods, out_dir, n_examples, sampled, protocol, seed, echo, executor,
+                          include_no_signal, progress, faithfulness, figures)
+
+
+def _run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 100, sampled: bool = False,
+               protocol: str | None = None,
+               seed: int = 0, echo: Callable[[str], None] = print, executor=None,
+               include_no_signal: bool = False, progress: str = "off", faithfulness: bool = True,
+               figures: bool = True) -> dict:
+    """:func:`run_bench`'s work, inside its block of snapshots checked once."""
     from cbench.scoring.executor import run_task
     from cbench.scoring.mib_neurons import faithfulness_figures_of
     from cbench.scoring.progress import Progress

@@ -185,7 +185,9 @@ def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
     return doc
 
 
-def _worker_case(task):
+def _worker_case(task, artifact=None):
+    """``(artifact, case_data)`` of ``task``'s case, loaded once per process (``artifact``: the case's
+    model artifact when the caller has resolved it already, else read from ``task.model``)."""
     from cbench.artifacts.model import read_model_artifact
     from cbench.runtime.threads import use_cpu_threads
     from cbench.scoring.task import case_from_artifact, pair_data
@@ -193,7 +195,8 @@ def _worker_case(task):
     key = (task.case, task.model, task.n_examples, task.sampled, task.seed)
     if key not in _WORKER_CASES:
         use_cpu_threads()  # the driver's CBENCH_THREADS: results depend on the thread count
-        artifact = read_model_artifact(task.model) if Path(task.model).is_dir() else _resolve(task.case)[1]
+        if artifact is None or str(artifact.path) != task.model:
+            artifact = read_model_artifact(task.model) if Path(task.model).is_dir() else _resolve(task.case)[1]
         sc = case_from_artifact(artifact)
         data = pair_data(sc, n=task.n_examples, seed=task.seed, sampled=task.sampled)
         while len(_WORKER_CASES) >= _WORKER_CASES_KEPT:
