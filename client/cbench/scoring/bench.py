@@ -207,13 +207,15 @@ def _store_outcome(out: Path, task: BenchTask, outcome, failures: dict, echo: Ca
 
 def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled, seed, echo, protocol=None,
                 faithfulness: bool = False, measured: dict | None = None, resolve=None,
-                include_no_signal: bool = False) -> dict:
+                include_no_signal: bool = False, produced: dict | None = None) -> dict:
     """With a parallel executor: run every unfinished (case, method) task on it, longest first,
     each result written here as it arrives (so a killed run resumes; the random row's task also
     makes the baseline's draws, kept in ``measured[(case, "random", "row")]``); then, with
     ``faithfulness``, one task per case measures CPR and CMD of every method's scores
     (``measured[(case, method)]``; each distinct circuit of the case runs once) for the scoring
-    loop. {(case, method): error} of the failed."""
+    loop. ``produced``: filled with ``{(case, method): document}`` of the tasks run here (the
+    scoring loop scores them as the serial loop scores its own, without reading the files back).
+    {(case, method): error} of the failed."""
     from cbench.scoring.executor import progress_line
 
     if executor is None:  # the serial loop runs each task itself
@@ -259,6 +261,8 @@ def _run_remote(executor, case_list, method_list, out: Path, n_examples, sampled
             failed[(task.case, task.method)] = outcome.error
             return
         docs.setdefault(task.case, {})[task.method] = doc
+        if produced is not None:
+            produced[(task.case, task.method)] = doc
         if measured is not None and "random" in outcome.value:
             measured[(task.case, task.method, "row")] = outcome.value["random"]
 
@@ -331,8 +335,9 @@ def _run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 
             raise resolved[case_arg]
         return resolved[case_arg]
 
+    produced: dict = {}  # (case, method) -> scores document a worker made in this run (and this loop wrote)
     remote_failures = _run_remote(executor, case_list, method_list, out, n_examples, sampled, seed, echo, protocol,
-                                  faithfulness, measured_faith, resolve, include_no_signal)
+                                  faithfulness, measured_faith, resolve, include_no_signal, produced)
     prog = Progress(len(case_list) * len(method_list), "bench", mode=progress, echo=echo)
     auroc: dict[str, dict[str, float | None]] = {}
     per_class: dict = {}
@@ -392,9 +397,11 @@ def _run_bench(cases: str, methods: str | None, out_dir: str, n_examples: int = 
         for method in method_list:
             prog.start(f"case {label}, {method}")  # a unit left by `continue` is finished by the next start
             path = out / "scores" / label / f"{method}.json"
+            doc = produced.pop((label, method), None)  # made by a worker just now: no need to read it back
             try:
-                doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed,
-                                     model_sha256(artifact), protocol)
+                if doc is None:
+                    doc = _load_existing(path, graph, label, method, artifact.model_kind, n_ok, sampled, seed,
+                                         model_sha256(artifact), protocol)
             except Exception:  # noqa: BLE001 - the data could not be loaded: the run below says why
                 doc = None
             ran = doc is None
