@@ -36,12 +36,9 @@ def grouped_sources_into(m: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
 
 def per_head_project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``einsum("bphd,hde->bphe", x, w)``: each head's projection of its own input."""
-    b, p, h, d = x.shape
-    e = w.shape[-1]
-    if d == 1:
+    if x.shape[-1] == 1:
         return torch.einsum("bphd,hde->bphe", x, w)
-    out = torch.bmm(x.permute(2, 0, 1, 3).reshape(h, b * p, d), w)
-    return out.view(h, b, p, e).permute(1, 2, 0, 3)
+    return _per_head(x.permute(2, 0, 1, 3), w).permute(1, 2, 0, 3)
 
 
 def shared_project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -56,9 +53,13 @@ def shared_project(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def heads_out(z: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
     """``einsum("bhpe,hed->hbpd", z, w_o)``: each head's output from its values ``z``."""
-    b, h, p, e = z.shape
-    d = w_o.shape[-1]
-    if e == 1:
+    if z.shape[-1] == 1:
         return torch.einsum("bhpe,hed->hbpd", z, w_o)
-    out = torch.bmm(z.permute(1, 0, 2, 3).reshape(h, b * p, e), w_o)
-    return out.view(h, b, p, d)
+    return _per_head(z.permute(1, 0, 2, 3), w_o)
+
+
+def _per_head(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``[h, b, p, d] x [h, d, e] -> [h, b, p, e]``: one matrix product per head, as ``einsum``
+    batches it (the head first, the examples and positions as the rows)."""
+    h, b, p, d = x.shape
+    return torch.bmm(x.reshape(h, b * p, d), w).view(h, b, p, w.shape[-1])

@@ -187,7 +187,7 @@ def discover_task(task: BenchTask, artifact=None, case_data=None) -> dict:
 
 def _worker_case(task, artifact=None):
     """``(artifact, case_data)`` of ``task``'s case, loaded once per process (``artifact``: the case's
-    model artifact when the caller has resolved it already, else read from ``task.model``)."""
+    model artifact when the caller has resolved it already, else read from the task's model directory)."""
     from cbench.artifacts.model import read_model_artifact
     from cbench.runtime.threads import use_cpu_threads
     from cbench.scoring.task import case_from_artifact, pair_data
