@@ -63,3 +63,20 @@ def test_a_whole_snapshot_is_checked_once_per_block(tmp_path, monkeypatch):
     config_snapshot("counterfactuals", "case-3", hub=tmp_path / "hub")
     config_snapshot("counterfactuals", "case-4", hub=tmp_path / "hub")
     assert len(checks) == 3  # outside the block: each call checks
+
+
+def test_the_zoo_listing_is_read_once_per_block(tmp_path):
+    """Inside the block a zoo's release listing is read once (a release added meanwhile shows
+    after the block, where every call reads the directories again)."""
+    from cbench.hub.loading import snapshots_checked_once
+    from cbench.hub.zoo import zoo_releases
+
+    (tmp_path / "releases" / "models" / "cbench" / "case-3" / "v1.0.0").mkdir(parents=True)
+    with snapshots_checked_once():
+        first = zoo_releases(tmp_path)
+        (tmp_path / "releases" / "models" / "cbench" / "case-3" / "v1.1.0").mkdir()
+        again = zoo_releases(tmp_path)
+        again[next(iter(again))]["v9.9.9"] = tmp_path  # a caller's change stays its own
+        assert zoo_releases(tmp_path) == first
+    assert sorted(next(iter(first.values()))) == ["v1.0.0"]
+    assert sorted(next(iter(zoo_releases(tmp_path).values()))) == ["v1.0.0", "v1.1.0"]

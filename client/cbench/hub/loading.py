@@ -189,13 +189,20 @@ def snapshots_checked_once():
     """Within this block, a dataset's whole snapshot that :func:`config_snapshot` found cached and
     intact is not checked again when another config of it is asked for with the same arguments (a
     bench reads one config per case, all from one snapshot of ``cbench/counterfactuals``: its 250
-    files were hashed 16 times for the main cases). Outside such a block every call checks."""
+    files were hashed 16 times for the main cases), and the zoo's release listing, which every pull
+    reads to seed the default hub, is read once (:func:`cbench.hub.zoo.zoo_releases`). Outside
+    such a block every call checks and reads."""
+    from cbench.hub.zoo import LISTED_ONCE
+
     token = _CHECKED_ONCE.set({}) if _CHECKED_ONCE.get() is None else None
+    listed = LISTED_ONCE.set({}) if LISTED_ONCE.get() is None else None
     try:
         yield
     finally:
         if token is not None:
             _CHECKED_ONCE.reset(token)
+        if listed is not None:
+            LISTED_ONCE.reset(listed)
 
 
 def config_snapshot(name: str, config: str, revision: str | None = None, *, endpoint: str | None = None,

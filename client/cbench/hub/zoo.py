@@ -4,10 +4,14 @@ their recorded release dates (``model_zoo/releases``; ``$CBENCH_ZOO`` overrides 
 
 from __future__ import annotations
 
+import contextvars
 import os
 from pathlib import Path
 
 from cbench.hub.repos import _TYPE_DIRS, RepoRef, is_version
+
+# set by cbench.hub.loading.snapshots_checked_once: the listings read in that block, by zoo directory
+LISTED_ONCE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("cbench_zoo_listed", default=None)
 
 RELEASE_DATES_FILE = "release-dates.json"
 
@@ -44,11 +48,21 @@ def zoo_dir() -> Path | None:
 
 
 def zoo_releases(zoo: Path | None = None) -> dict[RepoRef, dict[str, Path]]:
-    """``model_zoo/releases/{models,datasets}/<org>/<name>/<vX.Y.Z>/``: repo -> version -> dir."""
+    """``model_zoo/releases/{models,datasets}/<org>/<name>/<vX.Y.Z>/``: repo -> version -> dir (read
+    once per zoo inside a bench's block, :func:`cbench.hub.loading.snapshots_checked_once`)."""
     zoo = zoo if zoo is not None else zoo_dir()
-    out: dict[RepoRef, dict[str, Path]] = {}
     if zoo is None:
-        return out
+        return {}
+    listed = LISTED_ONCE.get()
+    if listed is not None:
+        if Path(zoo) not in listed:
+            listed[Path(zoo)] = _list_releases(Path(zoo))
+        return {ref: dict(versions) for ref, versions in listed[Path(zoo)].items()}
+    return _list_releases(Path(zoo))
+
+
+def _list_releases(zoo: Path) -> dict[RepoRef, dict[str, Path]]:
+    out: dict[RepoRef, dict[str, Path]] = {}
     base = Path(zoo) / "releases"
     for repo_type, type_dir in _TYPE_DIRS.items():
         tdir = base / type_dir
