@@ -29,6 +29,7 @@ from cbench.cli.options import (MAX_COUNT, MAX_EXAMPLES, MAX_SECONDS, MAX_WEIGHT
                                 floats)
 from cbench.errors import BuildError, CbenchError, UsageError
 from cbench.tasks.labels import NONE_LABEL
+from cbench_builders.siit.config import EDGE_SAMPLINGS, KEEPS
 
 RELEASE_MIN_IIA = 0.995
 RELEASE_MIN_SIIA = 0.995
@@ -446,14 +447,14 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
 @click.option("--edge-target", type=floats(0, 1), default=None,
               help="early stop also needs the outputs with every non-ground-truth edge ablated at this "
                    "[default: the case spec's, else --target]")
-@click.option("--edge-sampling", type=click.Choice(["mixed", "mixed-invariant", "bernoulli"]), default=None,
+@click.option("--edge-sampling", type=click.Choice(EDGE_SAMPLINGS), default=None,
               help="which edges outside the ground truth an edge-strictness example ablates: one, a random "
                    "share or all (mixed; mixed-invariant: half the single ones are edges the program ignores), "
                    "or each with the strictness probability (bernoulli) [default: the case spec's]")
 @click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_node_weights, metavar="NODE=W",
               help="draw this high-level node for W times its share of the IIT examples (repeatable; "
                    "other nodes weigh 1) [default: every node equally]")
-@click.option("--keep", type=click.Choice(["best", "last"]), default=None,
+@click.option("--keep", type=click.Choice(KEEPS), default=None,
               help="keep the weights of the best validation epoch, or of the last epoch trained [default: best]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
 @click.option("--resume", is_flag=True, help="skip cases whose model is already in --out (from an earlier run)")

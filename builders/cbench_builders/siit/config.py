@@ -15,6 +15,7 @@ EDGE_SAMPLINGS = ("mixed", "mixed-invariant", "bernoulli")
 LENGTH_WEIGHTINGS = ("equal", "inputs")
 EDGE_SOURCES = ("shared", "separate")
 IIT_SETS = ("single", "mixed")
+KEEPS = ("best", "last")
 
 
 @dataclass
@@ -94,8 +95,8 @@ class TrainingConfig:
             raise ValueError("edge_iit needs edge strictness (edge_weight > 0)")
         if self.iit_sets not in IIT_SETS:
             raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
-        if self.keep not in ("best", "last"):
-            raise ValueError(f"unknown keep {self.keep!r} (best or last)")
+        if self.keep not in KEEPS:
+            raise ValueError(f"unknown keep {self.keep!r} ({' or '.join(KEEPS)})")
         if self.iit_node_weights is not None:
             bad = {k: v for k, v in self.iit_node_weights.items() if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
             if bad:

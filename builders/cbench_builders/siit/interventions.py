@@ -98,10 +98,9 @@ class Interventions:
             from cbench.runtime import CircuitRuntime, edge_names_to_mask
 
             self._rt = CircuitRuntime(self.ll, live_weights=True)
-            truth = edge_names_to_mask(self._rt.graph, self.truth_edges)
-            truth &= ~edge_names_to_mask(self._rt.graph, self.invariant_edges)
-            self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
             inv = edge_names_to_mask(self._rt.graph, self.invariant_edges)
+            truth = edge_names_to_mask(self._rt.graph, self.truth_edges) & ~inv
+            self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
             # the invariant edges' places among out_edges (mixed-invariant draws its single edges there)
             self.invariant_slots = torch.as_tensor(inv[self.out_edges.numpy()].nonzero()[0], dtype=torch.long)
         return self._rt
