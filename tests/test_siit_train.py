@@ -274,6 +274,8 @@ def _run(tmp_path, *args):
     (["--cases", "3", "--iit", "--siit-weight", "0.5"], "do not pass --siit-weight"),
     (["--cases", "3", "--iit-node-weight", "a0.h1"], "expected NODE=W"),
     (["--cases", "3", "--iit-node-weight", "a0.h1=-2"], "expected NODE=W"),
+    (["--cases", "3", "--invariant-edge-weight", "input->a0.h1<q>"], "expected EDGE=W"),
+    (["--cases", "3", "--invariant-edge-weight", "=3"], "expected EDGE=W"),
     (["--cases", "3", "--edge-sampling", "all"], "'all' is not one of 'mixed', 'mixed-invariant', 'bernoulli'"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, message):

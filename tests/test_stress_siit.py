@@ -148,6 +148,31 @@ def test_mixed_invariant_edge_sampling_ablates_an_ignored_edge_alone_in_half_the
     assert float((plain_singles & (plain[:, inv] == 0).any(1)).sum() / plain_singles.sum()) < 0.1
 
 
+def test_invariant_edge_weights_draw_the_ignored_edges_in_proportion_and_refuse_other_edges():
+    hl = _hl()
+    ll = build_model(low_level_shape(config_to_json(hl.cfg), n_heads=6, d_head=10, d_model=60, seed=0))
+    mapping = {"a0.h0": "a0.h3", "a0.h1": "a0.h5"}
+    truth = ["input->a0.h3<v>", "input->a0.h3<q>", "input->a0.h5<k>", "a0.h3->logits", "a0.h5->logits"]
+    from cbench.runtime import edge_names_to_mask
+    from cbench_builders.siit.trainer import SIITTrainer
+
+    cfg = TrainingConfig(edge_weight=1.0, edge_sampling="mixed-invariant",
+                         invariant_edge_weights={"input->a0.h5<k>": 4})
+    t = SIITTrainer(hl, ll, mapping, "categorical", cfg, truth_edges=truth, invariant_edges=truth[1:3])
+    keep = t._edge_masks(12000, torch.Generator().manual_seed(5))
+    singles = (keep == 0).sum(1) == 1
+    q, k = (torch.as_tensor(edge_names_to_mask(t.runtime.graph, [e])).nonzero()[0, 0] for e in truth[1:3])
+    n_q, n_k = int((singles & (keep[:, q] == 0)).sum()), int((singles & (keep[:, k] == 0)).sum())
+    assert 0.76 < n_k / (n_q + n_k) < 0.84  # 4 : 1 (the uniform single-edge draw adds a few of each)
+    assert 0.4 < (n_q + n_k) / float(singles.sum()) < 0.6  # still half the single-edge examples
+    with pytest.raises(ValueError, match="input->a0.h3<v>, not a ground-truth edge the program ignores"):
+        SIITTrainer(hl, ll, mapping, "categorical",
+                    TrainingConfig(edge_weight=1.0, invariant_edge_weights={"input->a0.h3<v>": 2}),
+                    truth_edges=truth, invariant_edges=truth[1:3])
+    with pytest.raises(ValueError, match="positive numbers"):
+        TrainingConfig(invariant_edge_weights={"input->a0.h5<k>": float("inf")})
+
+
 def test_distribution_objective_is_zero_at_the_target_and_skips_ties():
     obj = DistributionObjective()
     hl = torch.tensor([[[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]])  # BOS, class 0, a tie

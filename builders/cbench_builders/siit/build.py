@@ -400,19 +400,22 @@ def format_table(rows: list[SIITOutcome]) -> str:
     return "\n".join(lines)
 
 
-def _node_weights(ctx, param, values) -> dict[str, float] | None:
-    """``--iit-node-weight a0.h1=4`` (repeatable) as {node: weight}; None when not given."""
+def _named_weights(ctx, param, values) -> dict[str, float] | None:
+    """``--iit-node-weight a0.h1=4`` or ``--invariant-edge-weight 'input->a0.h1<q>=8'`` (repeatable) as
+    {name: weight}; None when not given. The weight follows the last ``=`` (edge names hold none)."""
+    what = "EDGE" if param.name == "invariant_edge_weights" else "NODE"
+    example = "'input->a0.h1<q>=8'" if what == "EDGE" else "a0.h1=4"
     out: dict[str, float] = {}
     for v in values:
-        node, sep, w = v.partition("=")
+        name, sep, w = v.rpartition("=")
         try:
             weight = float(w)
         except ValueError:
             weight = float("nan")
-        if not sep or not node.strip() or not (0 < weight < MAX_WEIGHT):
-            raise click.BadParameter(f"{v!r}: expected NODE=W with W a number above 0 and below {MAX_WEIGHT:g} "
-                                     "(e.g. a0.h1=4)")
-        out[node.strip()] = weight
+        if not sep or not name.strip() or not (0 < weight < MAX_WEIGHT):
+            raise click.BadParameter(f"{v!r}: expected {what}=W with W a number above 0 and below {MAX_WEIGHT:g} "
+                                     f"(e.g. {example})")
+        out[name.strip()] = weight
     return out or None
 
 
@@ -451,9 +454,13 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
               help="which edges outside the ground truth an edge-strictness example ablates: one, a random "
                    "share or all (mixed; mixed-invariant: half the single ones are edges the program ignores), "
                    "or each with the strictness probability (bernoulli) [default: the case spec's]")
-@click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_node_weights, metavar="NODE=W",
+@click.option("--iit-node-weight", "iit_node_weights", multiple=True, callback=_named_weights, metavar="NODE=W",
               help="draw this high-level node for W times its share of the IIT examples (repeatable; "
                    "other nodes weigh 1) [default: every node equally]")
+@click.option("--invariant-edge-weight", "invariant_edge_weights", multiple=True, callback=_named_weights,
+              metavar="EDGE=W",
+              help="with --edge-sampling mixed-invariant: draw this ground-truth edge the program ignores for W "
+                   "times its share of those examples (repeatable; others weigh 1) [default: each equally]")
 @click.option("--keep", type=click.Choice(KEEPS), default=None,
               help="keep the weights of the best validation epoch, or of the last epoch trained [default: best]")
 @click.option("--no-progress", is_flag=True, help="no progress bar")
@@ -465,7 +472,7 @@ def _node_weights(ctx, param, values) -> dict[str, float] | None:
 def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs, siit_weight, lr, batch_size,
                    train_size, seed, target, threads, eval_pairs, time_limit, cpu_limit, keep_failed, failed_dir,
                    source_gradients,
-                   edge_weight, edge_target, edge_sampling, iit_node_weights, keep, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
+                   edge_weight, edge_target, edge_sampling, iit_node_weights, invariant_edge_weights, keep, no_progress, resume, checkpoint_dir, executor, ray_address, workers):
     """Train SIIT (or --iit) models for Tracr cases, verify the release gates, write artifacts."""
     if iit and siit_weight:
         raise UsageError("--iit means strictness weight 0; do not pass --siit-weight with it")
@@ -474,7 +481,7 @@ def build_siit_cmd(cases, main_cases, tracr_dir, out_dir, iit, algorithm, epochs
                  "eval_pairs": eval_pairs, "time_limit_s": time_limit, "cpu_limit_s": cpu_limit,
                  "source_gradients": source_gradients,
                  "edge_weight": edge_weight, "edge_target": edge_target, "edge_sampling": edge_sampling,
-                 "iit_node_weights": iit_node_weights,
+                 "iit_node_weights": iit_node_weights, "invariant_edge_weights": invariant_edge_weights,
                  "keep": keep}
     rows, failed = [], []
     from cbench.cli.executor_opts import make_cli_executor

@@ -69,6 +69,11 @@ class TrainingConfig:
     # (a node left out weighs 1); None draws every node with equal weight (InterpBench; every zoo
     # model but case 113, whose previous-token node is the one its IIA falls short on)
     iit_node_weights: dict[str, float] | None = None
+    # relative draw weights of the ignored ground-truth edges (low-level names, as circuit.json's
+    # edge_signal marks them) among mixed-invariant's single-edge examples (an edge left out
+    # weighs 1); None draws each with equal weight. Case 113's previous-token query edge is the one
+    # its marked-edge gate falls short on, one of twelve such edges.
+    invariant_edge_weights: dict[str, float] | None = None
     # whose weights training returns: "best", the best validation epoch (see SIITTrainer._score), or
     # "last", the last epoch trained (a fine-tuning stage stopped at a chosen epoch with --epochs)
     keep: str = "best"
@@ -102,6 +107,12 @@ class TrainingConfig:
             if bad:
                 raise ValueError(f"iit_node_weights must be positive numbers below 1e6 (got {bad})")
             self.iit_node_weights = {str(k): float(v) for k, v in self.iit_node_weights.items()}
+        if self.invariant_edge_weights is not None:
+            bad = {k: v for k, v in self.invariant_edge_weights.items()
+                   if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
+            if bad:
+                raise ValueError(f"invariant_edge_weights must be positive numbers below 1e6 (got {bad})")
+            self.invariant_edge_weights = {str(k): float(v) for k, v in self.invariant_edge_weights.items()}
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:

@@ -103,7 +103,23 @@ class Interventions:
             self.out_edges = torch.as_tensor((~truth).nonzero()[0], dtype=torch.long)
             # the invariant edges' places among out_edges (mixed-invariant draws its single edges there)
             self.invariant_slots = torch.as_tensor(inv[self.out_edges.numpy()].nonzero()[0], dtype=torch.long)
+            self.invariant_slot_p = self._invariant_slot_weights()
         return self._rt
+
+    def _invariant_slot_weights(self) -> torch.Tensor | None:
+        """The config's ``invariant_edge_weights`` over ``invariant_slots`` (None: a uniform draw)."""
+        weights = self.cfg.invariant_edge_weights or {}
+        if not weights:
+            return None
+        from cbench.runtime import edge_names_to_mask
+
+        out = self.out_edges.numpy()
+        p = torch.ones(len(self.invariant_slots), dtype=torch.float64)
+        for edge, w in weights.items():
+            (col,) = edge_names_to_mask(self._rt.graph, [edge]).nonzero()[0]
+            slot = int((out == col).nonzero()[0][0])
+            p[int((self.invariant_slots == slot).nonzero()[0][0])] = w
+        return p
 
     def _edge_masks(self, B: int, gen: torch.Generator) -> torch.Tensor:
         """``[B, n_edges]`` keep-masks (1 keep, 0 resample-ablate) over the edges outside the ground truth.
@@ -114,7 +130,8 @@ class Interventions:
         single edges keep 19-22 % effects in a feasibility run); single edges and all edges cover
         both ends. ``mixed-invariant``: as ``mixed``, but half of the single-edge examples ablate one
         of the ground-truth edges the program ignores (what the marked-edge release gate ablates
-        alone; among hundreds of edges a uniform draw reaches one of them almost never).
+        alone; among hundreds of edges a uniform draw reaches one of them almost never), drawn with
+        the config's ``invariant_edge_weights``.
         ``bernoulli``: each such edge with probability ``strict_prob``."""
         rt = self.runtime
         n_out = len(self.out_edges)
@@ -128,7 +145,9 @@ class Interventions:
             single = torch.zeros(B, n_out, dtype=torch.bool)
             pick = torch.randint(n_out, (B,), generator=gen)
             if self.cfg.edge_sampling == "mixed-invariant" and len(self.invariant_slots):
-                inv = self.invariant_slots[torch.randint(len(self.invariant_slots), (B,), generator=gen)]
+                draw = (torch.randint(len(self.invariant_slots), (B,), generator=gen) if self.invariant_slot_p is None
+                        else torch.multinomial(self.invariant_slot_p, B, replacement=True, generator=gen))
+                inv = self.invariant_slots[draw]
                 pick = torch.where(torch.rand(B, generator=gen) < 0.5, inv, pick)
             single[torch.arange(B), pick] = True
             p = torch.rand(B, 1, generator=gen)

@@ -146,6 +146,10 @@ class SIITTrainer(Losses, Interventions, Evaluation):
         if unknown:
             raise ValueError(f"iit_node_weights names {', '.join(unknown)}, not high-level nodes of this model "
                              f"({', '.join(self.hl_nodes)})")
+        unknown = sorted(set(config.invariant_edge_weights or {}) - set(self.invariant_edges))
+        if unknown:
+            raise ValueError(f"invariant_edge_weights names {', '.join(unknown)}, not a ground-truth edge the "
+                             f"program ignores ({', '.join(self.invariant_edges) or 'this model has none'})")
         # the IIT node draw: None uniform (torch.randint, as before), else these relative weights
         self.iit_node_p = (torch.tensor([weights.get(n, 1.0) for n in self.hl_nodes], dtype=torch.float64)
                            if weights else None)
