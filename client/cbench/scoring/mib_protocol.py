@@ -89,7 +89,8 @@ def check_protocol(protocol: str) -> str:
 
 
 METRIC_NOTES = {
-    "logit_diff": "MIB's metric for IOI: logit of the indirect object minus the subject's at the answer position",
+    "logit_diff": "MIB's metric for tasks with answer pairs: logit of the correct answer minus the wrong one's "
+                  "at the answer position (IOI: the indirect object minus the subject)",
     "kl": "MIB's code has no metric for this task; cbench's default, KL from the full model",
     "l2": "MIB's code has no metric for this task; cbench's default, squared distance to the full model",
 }
