@@ -38,6 +38,7 @@ def test_four_designs_per_mechanism_for_eight_mechanisms_and_three_combinations(
     assert len(four) >= 8, by
     assert len(by["combo"]) >= 3
     assert set(variants.HELD_OUT).isdisjoint(variants.DESIGNS)
+    assert set(variants.HELD_OUT_2).isdisjoint(set(variants.DESIGNS) | set(variants.HELD_OUT))
 
 
 def test_the_dense_floor_gives_outside_edges_effects_and_its_gate_can_fail():
@@ -75,7 +76,7 @@ def test_a_combination_is_gated_by_plain_checks_only():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(variants.DESIGNS) | set(variants.HELD_OUT)))
+@pytest.mark.parametrize("name", sorted(set(variants.DESIGNS) | set(variants.HELD_OUT) | set(variants.HELD_OUT_2)))
 def test_every_new_design_passes_its_gates(name):
     g = _gates(DESIGNS[name](), n=400)
     bad = {k: (v.value, v.op, v.threshold) for k, v in g.items() if not v.passed}
