@@ -77,12 +77,38 @@ def sample_weights(alpha: torch.Tensor, low: float = 1e-3) -> torch.Tensor:
     return torch.where(n > 0, rows / n.clamp(min=1).to(alpha.dtype), torch.zeros((), dtype=alpha.dtype))
 
 
-def step_gradient(rt, tokens, ablated, metric, alpha: torch.Tensor, sampled: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """``(estimate of d E[L] / d θ̃ [E], loss)`` from one draw (see the module docstring)."""
+def masked_runner(rt, tokens: torch.Tensor, ablated: torch.Tensor):
+    """``(run, lean)``: ``run(idx, tok, abl, s, e, masks) -> outputs`` is the run of rows ``s:e``
+    of the minibatch ``idx`` (pairs of ``tokens``; None: all of them) under one edge mask per
+    row, whose tokens and ablated rows are ``tok`` and ``abl``. ``lean``: on a model the
+    mask-learning pass runs (:mod:`cbench.runtime.mask_training`), that pass, prepared here once,
+    which reads the pairs' ablated rows itself (``abl`` is then not used); otherwise ``rt.run``."""
+    from cbench.runtime import mask_training
+
+    if not mask_training.supported(rt):
+        return lambda idx, tok, abl, s, e, masks: rt.run(tok, edge_mask=masks, ablated=abl).output, False
+    lean = mask_training.EdgeMaskTraining(rt, tokens, ablated)
+    n = tokens.shape[0]
+
+    def run(idx, tok, abl, s, e, masks):
+        if idx is None and e - s == n:  # the whole set
+            return lean.run(None, masks)
+        return lean.run((torch.arange(n) if idx is None else idx)[s:e], masks)
+
+    return run, True
+
+
+def step_gradient(rt, tokens, ablated, metric, alpha: torch.Tensor, sampled: torch.Tensor,
+                  run=None, idx=None) -> tuple[torch.Tensor, float]:
+    """``(estimate of d E[L] / d θ̃ [E], loss)`` from one draw (see the module docstring);
+    ``run``: a :func:`masked_runner`'s run of the pairs ``idx`` (default ``rt.run``)."""
     a = alpha.detach().clone().requires_grad_(True)
+    if run is None:
+        def run(_idx, t, abl, s, e, masks):
+            return rt.run(t, edge_mask=masks, ablated=abl).output
     with torch.enable_grad():
         loss = backward_in_parts(rt, tokens, ablated, metric,
-                                 lambda t, abl, s, e: rt.run(t, edge_mask=a[s:e], ablated=abl).output, [a])
+                                 lambda t, abl, s, e: run(idx, t, abl, s, e, a[s:e]), [a])
     return (a.grad * sampled).sum(0), loss
 
 
@@ -214,11 +240,13 @@ def run(ctx: Context, lambda_reg, lr, steps, batch_size, init, seed=0, ablation=
     batches = _batches(n, int(batch_size), gen)
     bar = progress_bar(steps, "ugs", ctx.progress)
     loss_v = float("nan")
+    masked, lean = masked_runner(rt, tokens, ablated)
     for _ in range(steps):
-        tok, abl, m = minibatch(next(batches), tokens, ablated, metric, per_example)
+        idx = next(batches)
+        tok, abl, m = minibatch(idx, tokens, ablated, metric, per_example and not lean)
         theta = torch.sigmoid(logits.detach())
         alpha, sampled = sample_alpha(theta, tok.shape[0], gen)
-        grad, loss_v = step_gradient(rt, tok, abl, m, alpha, sampled)
+        grad, loss_v = step_gradient(rt, tok, abl, m, alpha, sampled, masked, idx)
         grad = grad + lambda_reg * theta * (1.0 - theta) / E  # d (lambda mean θ) / d θ̃
         opt.zero_grad()
         logits.grad = grad.to(logits.dtype)
