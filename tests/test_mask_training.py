@@ -5,19 +5,14 @@ one ablated row per pair or one for every pair, a minibatch of the pairs or all 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from circuit_models import random_model, random_tokens
 
-from circuit_models import random_model, random_tokens  # noqa: E402
-
-from cbench.artifacts.transformer_lens_adapter import build_model  # noqa: E402
-from cbench.runtime import CircuitRuntime  # noqa: E402
-from cbench.runtime.mask_training import EdgeMaskTraining, supported  # noqa: E402
+from cbench.artifacts.transformer_lens_adapter import build_model
+from cbench.runtime import CircuitRuntime
+from cbench.runtime.mask_training import EdgeMaskTraining, supported
 
 MODELS = {
     "no norm": dict(n_layers=2, n_heads=2, d_model=16, d_head=4, seed=5),
@@ -63,9 +58,9 @@ def _close(a, b):
 def test_the_lean_pass_is_the_masked_pass(name, ablation):
     model = _rotary_model() if name == "rotary" else random_model(**MODELS[name])
     rt = CircuitRuntime(model)
-    assert supported(rt)
     base, source = random_tokens(12, 6, seed=1), random_tokens(12, 6, seed=2)
     ablated = rt.ablated_outputs(base, source, ablation)  # resample: one row per pair; mean: one row
+    assert supported(rt, base, ablated)
     gen = torch.Generator().manual_seed(4)
     for rows in (torch.tensor([7, 2, 9, 0, 11]), None):
         B = 12 if rows is None else rows.shape[0]
@@ -77,6 +72,14 @@ def test_the_lean_pass_is_the_masked_pass(name, ablation):
         assert want_grad.abs().max() > 0
 
 
-def test_models_the_lean_pass_does_not_run_are_refused():
-    rt = CircuitRuntime(random_model(**MODELS["LN"]), live_weights=True)
-    assert not supported(rt)
+def test_models_and_runs_the_lean_pass_does_not_take(monkeypatch):
+    model = random_model(**MODELS["LN"])
+    base, source = random_tokens(12, 6, seed=1), random_tokens(12, 6, seed=2)
+    rt = CircuitRuntime(model)
+    ablated = rt.ablated_outputs(base, source)
+    assert supported(rt, base, ablated)
+    assert not supported(CircuitRuntime(model, live_weights=True), base, ablated)
+    # (21 destinations + 9 nodes) x 12 pairs x 6 positions x 12 floats of 4 bytes: 104 kB
+    monkeypatch.setenv("CBENCH_MEMORY_MB", "0.05")
+    assert not supported(rt, base, ablated)
+    assert supported(rt, base, rt.ablated_outputs(base, source, "mean"))  # one ablated row: 9 kB

@@ -85,7 +85,7 @@ def masked_runner(rt, tokens: torch.Tensor, ablated: torch.Tensor):
     which reads the pairs' ablated rows itself (``abl`` is then not used); otherwise ``rt.run``."""
     from cbench.runtime import mask_training
 
-    if not mask_training.supported(rt):
+    if not mask_training.supported(rt, tokens, ablated):
         return lambda idx, tok, abl, s, e, masks: rt.run(tok, edge_mask=masks, ablated=abl).output, False
     lean = mask_training.EdgeMaskTraining(rt, tokens, ablated)
     n = tokens.shape[0]

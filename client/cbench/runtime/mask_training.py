@@ -25,8 +25,9 @@ Subnetwork probing's hard-concrete training amplifies float rounding into differ
 some cases (a mask logit whose gradient is only rounding noise still moves by the full learning
 rate under Adam), so it keeps the masked pass, whose scores the bench's table was made with.
 
-Models with a feature this pass does not run (a post-norm, shortformer positions, live weights)
-are run by :func:`cbench.runtime.masked_forward.run` instead (:func:`supported`).
+Models with a feature this pass does not run (a post-norm, shortformer positions, live weights),
+and runs whose precomputed inputs would not fit the memory budget, take
+:func:`cbench.runtime.masked_forward.run` instead (:func:`supported`).
 """
 
 from __future__ import annotations
@@ -37,15 +38,25 @@ import torch
 
 from cbench.runtime.attention_ops import cap_scores, future_mask, rotate
 from cbench.runtime.layers import embed, mlp, unembed_fn
+from cbench.runtime.memory import budget_bytes
 from cbench.runtime.weights import qkv_weights, slot_bias_stack
 
 if TYPE_CHECKING:
     from cbench.runtime.model_state import ModelState
 
 
-def supported(rt: ModelState) -> bool:
-    """Whether :class:`EdgeMaskTraining` runs this model (else the general masked pass does)."""
-    return not (rt.post_norm or rt.shortformer or rt.live_weights)
+def supported(rt: ModelState, tokens: torch.Tensor, ablated: torch.Tensor) -> bool:
+    """Whether :class:`EdgeMaskTraining` runs this model on these pairs (else the general masked
+    pass does): not where the model has a feature it does not run, nor where what it holds for
+    the run (every destination's ``base`` and the ablated outputs of every pair, ``(n_backward +
+    n_forward) x N x P x D`` floats) exceeds the per-pass memory budget (``CBENCH_MEMORY_MB``;
+    a GPT-2-small-sized graph on 100 pairs would need about 3 GB)."""
+    if rt.post_norm or rt.shortformer or rt.live_weights:
+        return False
+    N, P = tokens.shape
+    rows = N if ablated.shape[1] == N and N > 1 else 1
+    held = (rt.n_backward + rt.n_forward) * rows * P * rt.d_model * rt.dtype.itemsize
+    return held <= budget_bytes()
 
 
 class EdgeMaskTraining:
