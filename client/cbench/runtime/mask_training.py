@@ -81,7 +81,7 @@ class EdgeMaskTraining:
         E = g.n_edges
         lookup = torch.full((F, K), E, dtype=torch.long)  # mask entry per (source, destination); E: no edge
         lookup[torch.as_tensor(g.edge_forward), torch.as_tensor(g.edge_backward)] = torch.arange(E)
-        self._lookup = lookup.t().contiguous()  # [K, F]
+        self._lookup = lookup.t().contiguous().to(rt.device)  # [K, F]
         self._index: dict = {}
         self.unembed = unembed_fn(rt)
         mlp0 = rt.model.blocks[0].mlp if rt.has_mlp else None
@@ -103,6 +103,7 @@ class EdgeMaskTraining:
         mask = torch.cat([edge_mask, edge_mask.new_zeros(edge_mask.shape[0], 1)], 1)  # entry E: "no edge"
         base, abl, delta0 = self.base, self.ablated, self.input_delta
         if rows is not None:
+            rows = rows.to(delta0.device)
             delta0 = delta0.index_select(1, rows)
             if self.per_pair:
                 base, abl = base.index_select(1, rows), abl.index_select(1, rows)
