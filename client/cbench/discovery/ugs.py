@@ -15,7 +15,9 @@ sampling frequency w_e = dθ_e/dθ̃_e the estimate
 The sparsity penalty is ``lambda_reg`` times the mean of θ over edges (its gradient is taken
 exactly). Adam on θ̃, ``steps`` steps of ``batch_size`` pairs (a fresh random order every epoch).
 Scores: θ (MIB uses θ as the importance score); ``in_graph``: θ > 0.5. Every draw comes from one
-``torch.Generator`` seeded with ``seed``, so a run is deterministic given its seed.
+``torch.Generator`` seeded with ``seed``, so a run is deterministic given its seed. The masked runs
+of a training step (this protocol) go through :mod:`cbench.runtime.mask_training` (the masked pass in fewer
+operations, equal to float32 rounding; where it does not apply, the masked pass itself).
 
 ``protocol="mib"`` trains as MIB's UGS code does (``alestolfo/optimalablation``,
 ``edge_pruning_unif_mib.py`` with ``EdgeMaskUnifSampler``, run with ``reg_lamb`` 1e-3): the same
