@@ -340,6 +340,23 @@ def test_evaluate_bench_and_the_api_take_a_mib_task(world, tmp_path, monkeypatch
     assert r.exception is None and r.code == 0, r.stderr
     doc = json.loads((tmp_path / "b" / "results.json").read_text())
     assert set(doc["results"]["faithfulness"]) == {"eap"}
+    assert doc["results"]["faithfulness"]["eap"]["metric"] == "kl"  # cbench's default
+    # --protocol mib: CPR/CMD by MIB's metric, as `evaluate --protocol mib` measures them
+    r = run_main(["bench", "--model", str(ckpt), "--task", "arc", "--methods", "eap,nap", "--protocol", "mib",
+                  "--out", str(tmp_path / "m")], env=env)
+    assert r.exception is None and r.code == 0, r.stderr
+    mib = json.loads((tmp_path / "m" / "results.json").read_text())
+    assert mib["results"]["faithfulness"]["eap"]["metric"] == "logit_diff"
+    nap = mib["results"]["faithfulness"]["nap"]  # MIB's NAP: neuron scores, evaluated at the neuron level
+    assert nap["metric"] == "logit_diff" and nap["level"] == "neuron"
+    assert json.loads((tmp_path / "m" / "scores" / "nap.json").read_text())["method"]["hyperparameters"]["protocol"] == "mib"
+    assert mib["inputs"]["protocol"] == "mib" and doc["inputs"]["protocol"] == "cbench"
+    ev = run_main(["evaluate", str(tmp_path / "m" / "scores" / "eap.json"), "--model", str(ckpt), "--task", "arc",
+                   "--protocol", "mib", "--json"], env=env)
+    assert ev.code == 0, ev.stderr
+    want = json.loads(ev.stdout)["results"]["faithfulness"]
+    assert mib["results"]["faithfulness"]["eap"]["cpr"] == pytest.approx(want["cpr"], abs=1e-9)
+    assert mib["results"]["faithfulness"]["eap"]["cmd"] == pytest.approx(want["cmd"], abs=1e-9)
     monkeypatch.setenv("CBENCH_MIB_DATA", str(data))
     api = discover_model(ckpt, "eap", "mcqa")
     cli = json.loads(scores.read_text())

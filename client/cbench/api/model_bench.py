@@ -26,22 +26,27 @@ def _method_task(task: tuple) -> dict:
 
     method, hp = task
     use_cpu_threads()  # the driver's CBENCH_THREADS in a worker too: the serial run's numbers
-    rm = _RUN["rm"]
+    rm, protocol = _RUN["rm"], _RUN["protocol"]
     sc, data = rm.scoring_inputs()
     run = run_model_discovery(rm, None, method, hp)
     t1 = time.perf_counter()
-    faith, _level = document_faithfulness(sc, data, run.document, construction=METHODS[method].construction)
+    # mib: MIB's metric for the task (the logit difference where the pairs carry answers) and NAP's
+    # figures at MIB's neuron level; cbench: KL, as before
+    faith, level = document_faithfulness(sc, data, run.document, protocol=protocol,
+                                         construction=METHODS[method].construction)
     return {"document": run.document,
             "row": {"cpr": faith.cpr, "cmd": faith.cmd, "metric": faith.metric, "discovery_s": round(run.seconds, 3),
-                    "faithfulness_s": round(time.perf_counter() - t1, 3)}}
+                    "faithfulness_s": round(time.perf_counter() - t1, 3), **({"level": level} if level != "edge" else {})}}
 
 
 def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], None] = print,
-                    params: dict | None = None, workers: int = 1) -> dict:
+                    params: dict | None = None, workers: int = 1, protocol: str = "cbench") -> dict:
     """Run ``methods`` on ``rm`` (a RealModel), measure CPR/CMD of each method's scores on its
     pairs, write the directory ``out_dir`` and return the results document. ``params``: method ->
     hyperparameters. ``workers`` > 1: the methods run on that many forked local processes, the
-    longest first, with the numbers of a serial run (one torch thread each)."""
+    longest first, with the numbers of a serial run (one torch thread each). ``protocol="mib"``:
+    the methods as MIB's code runs them (nap, nap-ig, ifr, ugs) and CPR/CMD by MIB's metric for the
+    task (the logit difference on pairs with answers; NAP at the neuron level); ``"cbench"``: by KL."""
     from cbench.api.discovering import discovery_hyperparameters
     from cbench.errors import CbenchError
     from cbench.files.safe_io import make_output_directory
@@ -52,7 +57,14 @@ def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], 
     out = make_output_directory(out_dir, "--out")
     (out / "scores").mkdir(exist_ok=True)
     rm.scoring_inputs()  # loaded once here, before any fork
-    tasks = [(m, discovery_hyperparameters(m, (params or {}).get(m))) for m in methods]
+    from cbench.scoring.mib_protocol import check_protocol
+
+    check_protocol(protocol)
+    from cbench.discovery import METHODS
+
+    # a method MIB's code runs as cbench does (eap, acdc, ...) takes no protocol of its own
+    variant = lambda m: protocol if "protocol" in METHODS[m].params else "cbench"  # noqa: E731
+    tasks = [(m, discovery_hyperparameters(m, (params or {}).get(m), protocol=variant(m))) for m in methods]
     if workers > 1:
         tasks.sort(key=lambda t: -task_cost_of(t[0]))
     rows: dict = {}
@@ -67,7 +79,7 @@ def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], 
         r = rows[method] = outcome.value["row"]
         echo(f"{method}: CPR {r['cpr']:.3f}, CMD {r['cmd']:.3f} ({r['metric']}); discovery {r['discovery_s']:.2f} s")
 
-    _RUN["rm"] = rm
+    _RUN.update(rm=rm, protocol=protocol)
     executor = make_executor("local", workers=workers)
     try:
         executor.map(_method_task, tasks, on_result)
@@ -78,7 +90,7 @@ def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], 
         raise CbenchError(f"{len(failures)} method(s) failed: " + "; ".join(failures[:3]))
     rows = {m: rows[m] for m in methods}  # the order asked for, whatever order they finished in
     inputs = {"model": {"path": rm.path, "case": rm.label, "kind": "pretrained", "dtype": rm.dtype},
-              "methods": list(methods), "data": rm.data.data_block()}
+              "methods": list(methods), "data": rm.data.data_block(), "protocol": protocol}
     doc = results_document("bench", {"faithfulness": rows}, inputs, case=rm.label, runtime_s=time.perf_counter() - t0)
     write_results(out / "results.json", doc)
     lines = [f"# {rm.label}: {rm.data.n_examples} pairs", "", "| method | CPR | CMD | metric | discovery s |",

@@ -421,7 +421,8 @@ def adversarial(case, circuit, k_worst, percentile, confidence, margin, metric, 
 @executor_options
 @click.option("--protocol", type=click.Choice(["cbench", "mib"]), default="cbench", show_default=True,
               help="mib: run nap, nap-ig, ifr and ugs as MIB's reference code does and build CPR/CMD circuits as it "
-                   "does (both AUROC kinds are reported either way; docs/mib-parity.md)")
+                   "does (both AUROC kinds are reported either way; docs/mib-parity.md); with --model, CPR/CMD by "
+                   "MIB's metric for the task (logit difference where the pairs carry answers), else by KL")
 @model_options
 def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_signal, as_json, executor, ray_address,
           workers, protocol="cbench", model=None, data_file=None, dtype="float32", device=None):
@@ -438,7 +439,7 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
         if executor not in (None, "local") or ray_address:
             raise UsageError("--executor ray and --ray-address run the case bench; with --model the methods run "
                              "in this process or on --workers local processes")
-        _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers)
+        _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers, protocol)
         return
     if track == "causal-variables":
         from cbench.localization.track import run_from_cli
@@ -457,7 +458,8 @@ def bench(cases, methods, out_dir, n_examples, sampled, seed, track, include_no_
         o.emit(doc)
 
 
-def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers=None) -> None:
+def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, device, as_json, workers=None,
+                 protocol="cbench") -> None:
     """``bench --model``: every method (or --methods) on the real model, CPR/CMD and wall time."""
     from cbench.discovery import METHODS
     from cbench.api.model_bench import run_model_bench
@@ -468,6 +470,6 @@ def _bench_model(o, methods, out_dir, n_examples, model, data_file, dtype, devic
     if unknown:
         raise UsageError(f"unknown method {unknown[0]!r}" + did_you_mean(unknown[0], sorted(METHODS)))
     rm = resolve_cli_model(model, data_file, dtype, device, n_examples)
-    doc = run_model_bench(rm, names, out_dir, echo=o.echo, workers=workers or 1)
+    doc = run_model_bench(rm, names, out_dir, echo=o.echo, workers=workers or 1, protocol=protocol)
     if as_json:
         o.emit(doc)
