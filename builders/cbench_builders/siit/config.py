@@ -102,17 +102,8 @@ class TrainingConfig:
             raise ValueError(f"unknown IIT sets {self.iit_sets!r} ({', '.join(IIT_SETS)})")
         if self.keep not in KEEPS:
             raise ValueError(f"unknown keep {self.keep!r} ({' or '.join(KEEPS)})")
-        if self.iit_node_weights is not None:
-            bad = {k: v for k, v in self.iit_node_weights.items() if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
-            if bad:
-                raise ValueError(f"iit_node_weights must be positive numbers below 1e6 (got {bad})")
-            self.iit_node_weights = {str(k): float(v) for k, v in self.iit_node_weights.items()}
-        if self.invariant_edge_weights is not None:
-            bad = {k: v for k, v in self.invariant_edge_weights.items()
-                   if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
-            if bad:
-                raise ValueError(f"invariant_edge_weights must be positive numbers below 1e6 (got {bad})")
-            self.invariant_edge_weights = {str(k): float(v) for k, v in self.invariant_edge_weights.items()}
+        self.iit_node_weights = _draw_weights("iit_node_weights", self.iit_node_weights)
+        self.invariant_edge_weights = _draw_weights("invariant_edge_weights", self.invariant_edge_weights)
         if self.edge_sampling not in EDGE_SAMPLINGS:
             raise ValueError(f"unknown edge sampling {self.edge_sampling!r} ({', '.join(EDGE_SAMPLINGS)})")
         if self.betas is None:
@@ -156,3 +147,13 @@ class TrainingConfig:
         d = asdict(self)
         d["betas"] = list(self.betas)
         return d
+
+
+def _draw_weights(field: str, weights: dict | None) -> dict[str, float] | None:
+    """A config's relative draw weights by name, as {str: float}; each a positive number below 1e6."""
+    if weights is None:
+        return None
+    bad = {k: v for k, v in weights.items() if not (isinstance(v, (int, float)) and 0 < v < 1e6)}
+    if bad:
+        raise ValueError(f"{field} must be positive numbers below 1e6 (got {bad})")
+    return {str(k): float(v) for k, v in weights.items()}

@@ -113,12 +113,10 @@ class Interventions:
             return None
         from cbench.runtime import edge_names_to_mask
 
-        out = self.out_edges.numpy()
-        p = torch.ones(len(self.invariant_slots), dtype=torch.float64)
+        cols = self.out_edges[self.invariant_slots].numpy()  # each slot's edge
+        p = torch.ones(len(cols), dtype=torch.float64)
         for edge, w in weights.items():
-            (col,) = edge_names_to_mask(self._rt.graph, [edge]).nonzero()[0]
-            slot = int((out == col).nonzero()[0][0])
-            p[int((self.invariant_slots == slot).nonzero()[0][0])] = w
+            p[torch.as_tensor(edge_names_to_mask(self._rt.graph, [edge])[cols])] = w
         return p
 
     def _edge_masks(self, B: int, gen: torch.Generator) -> torch.Tensor:

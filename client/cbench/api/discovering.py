@@ -40,7 +40,7 @@ def discovery_hyperparameters(method: str, params: Mapping[str, Any] | None = No
     if "seed" in spec.params and "seed" not in given:
         given["seed"] = seed
     if protocol == "mib":
-        if "protocol" not in spec.params:
+        if not spec.has_mib_variant:
             raise UsageError(f"{method} runs the same under MIB's code; {say.option('protocol', 'mib')} applies to: "
                              + ", ".join(MIB_PROTOCOL_METHODS))
         if given.get("protocol", "mib") != "mib":

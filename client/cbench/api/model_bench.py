@@ -48,23 +48,22 @@ def run_model_bench(rm, methods: list[str], out_dir: str, echo: Callable[[str], 
     the methods as MIB's code runs them (nap, nap-ig, ifr, ugs) and CPR/CMD by MIB's metric for the
     task (the logit difference on pairs with answers; NAP at the neuron level); ``"cbench"``: by KL."""
     from cbench.api.discovering import discovery_hyperparameters
+    from cbench.discovery import METHODS
     from cbench.errors import CbenchError
     from cbench.files.safe_io import make_output_directory
     from cbench.scoring.executor import make_executor
+    from cbench.scoring.mib_protocol import check_protocol
     from cbench.scoring.report import results_document, write_results
 
     t0 = time.perf_counter()
     out = make_output_directory(out_dir, "--out")
     (out / "scores").mkdir(exist_ok=True)
     rm.scoring_inputs()  # loaded once here, before any fork
-    from cbench.scoring.mib_protocol import check_protocol
-
     check_protocol(protocol)
-    from cbench.discovery import METHODS
-
     # a method MIB's code runs as cbench does (eap, acdc, ...) takes no protocol of its own
-    variant = lambda m: protocol if "protocol" in METHODS[m].params else "cbench"  # noqa: E731
-    tasks = [(m, discovery_hyperparameters(m, (params or {}).get(m), protocol=variant(m))) for m in methods]
+    tasks = [(m, discovery_hyperparameters(m, (params or {}).get(m),
+                                           protocol=protocol if METHODS[m].has_mib_variant else "cbench"))
+             for m in methods]
     if workers > 1:
         tasks.sort(key=lambda t: -task_cost_of(t[0]))
     rows: dict = {}

@@ -32,6 +32,11 @@ class MethodSpec:
     def params(self):
         return getattr(self.load()[0], self.params_attr)
 
+    @property
+    def has_mib_variant(self) -> bool:
+        """Whether MIB's code runs this method differently (it takes ``protocol``: nap, nap-ig, ifr, ugs)."""
+        return "protocol" in self.params
+
 
 BUILTIN: dict[str, MethodSpec] = {
     "acdc": MethodSpec("acdc", "acdc", "run", "ACDC: reverse topological pruning with a threshold"),

@@ -42,7 +42,9 @@ def bench_hyperparameters(method: str, case: str, protocol: str | None = None) -
     baseline draws with a seed of its own per case (one seed everywhere would give every graph of
     the same shape the same scores, and the baseline would be one sample, not sixteen).
     ``protocol="mib"``: the methods that MIB's code runs differently (nap, nap-ig, ifr, ugs) run that way."""
-    if protocol == "mib" and method in ("nap", "nap-ig", "ifr", "ugs"):
+    from cbench.discovery import METHODS
+
+    if protocol == "mib" and METHODS[method].has_mib_variant:
         return {"protocol": "mib"}
     if method == "random":
         import zlib
